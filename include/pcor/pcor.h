@@ -1,0 +1,377 @@
+/*
+ * pcor.h -- the whole supported API of pcor.
+ *
+ * pcor moves messages between threads addressed by a global
+ * <process id, thread id> pair, whether the peer thread lives in the same
+ * process, in another process of the same host, or on another host.
+ * Everything a program may rely on is declared in this file; any other
+ * header or symbol of the library is private and may change.
+ *
+ * Conventions used throughout:
+ *  - Functions return an int status: PCOR_OK (0) on success, a negative
+ *    PCOR_ERR_* code on failure, PCOR_INPROGRESS (> 0) where an operation is
+ *    still running.  pcor_strerror() names every code.
+ *  - Outputs come last and end in _p; they are written only on success.
+ *  - Every function may be called from any pcor thread (a thread created
+ *    with pcor_thread_create() or registered with pcor_thread_attach())
+ *    unless its comment says otherwise.
+ *
+ * The pCoR paper's five calls (sendCopy, sendDMA, recvCopy, recvDMA,
+ * testHandle) are declared at the end with their original names and
+ * argument order; they forward to the pcor_ functions.
+ */
+#ifndef PCOR_PCOR_H
+#define PCOR_PCOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define PCOR_API __attribute__((visibility("default")))
+#else
+#define PCOR_API
+#endif
+
+#define PCOR_VERSION_MAJOR 0
+#define PCOR_VERSION_MINOR 1
+#define PCOR_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------- status */
+
+/*
+ * X(name, value, description).  The single list from which the enum and
+ * pcor_strerror() are generated, so the two cannot drift.
+ */
+#define PCOR_STATUS_MAP(X)                                                     \
+	X(OK, 0, "success")                                                    \
+	X(INPROGRESS, 1, "operation still in progress")                        \
+	X(ERR_NOTINIT, -1, "pcor_init has not been called")                    \
+	X(ERR_FINALIZED, -2, "pcor_finalize has been called")                  \
+	X(ERR_INVAL, -3, "invalid argument")                                   \
+	X(ERR_BADPID, -4, "process id is not a member of the application")     \
+	X(ERR_BADTHID, -5, "thread id outside the process's range")            \
+	X(ERR_BADTAG, -6, "tag is negative")                                   \
+	X(ERR_BADSIZE, -7, "size is negative or too large")                    \
+	X(ERR_BADBUF, -8, "buffer is NULL with a non-zero size")               \
+	X(ERR_NOTDMA, -9, "buffer is not DMA memory from pcor_dma_alloc")      \
+	X(ERR_BADHANDLE, -10, "unknown, stale or already completed handle")    \
+	X(ERR_TRUNCATE, -11, "message longer than the receive buffer")         \
+	X(ERR_AGAIN, -12, "resources temporarily exhausted; retry later")      \
+	X(ERR_NOMEM, -13, "out of memory")                                     \
+	X(ERR_NOTATTACHED, -14, "calling thread is not a pcor thread")         \
+	X(ERR_BUSY, -15, "object is still in use")                             \
+	X(ERR_CANCELED, -16, "operation was canceled")                         \
+	X(ERR_TOOMANY, -17, "no free thread id left in this process")          \
+	X(ERR_TIMEDOUT, -18, "timed out")                                      \
+	X(ERR_PEER_LOST, -19, "peer process has died")                         \
+	X(ERR_NOPEER, -20, "no such peer process")                             \
+	X(ERR_UNREACHABLE, -21, "no route to the peer process")                \
+	X(ERR_EXISTS, -22, "name is already published")                        \
+	X(ERR_NOTFOUND, -23, "name or function not found")                     \
+	X(ERR_FABRIC, -24, "fabric (libfabric) error")                         \
+	X(ERR_PROTO, -25, "malformed or unexpected protocol data")             \
+	X(ERR_AUTH, -26, "authentication failed")                              \
+	X(ERR_SYSTEM, -27, "operating system call failed")                     \
+	X(ERR_NOSUPPORT, -28, "not supported by this build or platform")
+
+/* Every status pcor returns.  PCOR_OK == 0, errors < 0, PCOR_INPROGRESS > 0. */
+typedef enum pcor_status {
+#define PCOR_STATUS_ENUM_(name, value, desc) PCOR_##name = (value),
+	PCOR_STATUS_MAP(PCOR_STATUS_ENUM_)
+#undef PCOR_STATUS_ENUM_
+} pcor_status_t;
+
+/*
+ * pcor_strerror -- describe a status code.
+ * Returns a static string; never NULL ("unknown status" for unknown codes).
+ * Thread-safe; may be called before pcor_init.
+ */
+PCOR_API const char *pcor_strerror(int status);
+
+/*
+ * pcor_status_name -- the code's name without prefix, e.g. "ERR_TRUNCATE".
+ * Returns a static string; never NULL.  Thread-safe; usable before init.
+ */
+PCOR_API const char *pcor_status_name(int status);
+
+/* ------------------------------------------------------------- lifecycle */
+
+/*
+ * pcor_init -- join the application.
+ *
+ * Reads the PCOR_* environment knobs, bootstraps this process (pid, number
+ * of processes) and registers the calling thread as a pcor thread with
+ * thread id 0.  argc/argv may be NULL; pcor removes no arguments today.
+ * Call once per process, from the thread that will call pcor_finalize.
+ *
+ * Returns PCOR_OK; PCOR_ERR_BUSY if already initialised;
+ * PCOR_ERR_FINALIZED after pcor_finalize (a process joins once);
+ * PCOR_ERR_INVAL if a knob has a malformed value (the log names it);
+ * PCOR_ERR_NOMEM, PCOR_ERR_SYSTEM if resources cannot be set up.
+ */
+PCOR_API int pcor_init(int *argc, char ***argv);
+
+/*
+ * pcor_finalize -- leave the application and release every resource.
+ *
+ * Every other pcor thread must have ended or detached first.  Handles not
+ * yet completed are dropped, and unexpected messages never received are
+ * discarded with a warning in the log.  Afterwards every pcor call returns
+ * PCOR_ERR_FINALIZED.
+ *
+ * Returns PCOR_OK; PCOR_ERR_NOTINIT; PCOR_ERR_FINALIZED if called twice;
+ * PCOR_ERR_BUSY if other pcor threads are still attached (nothing is
+ * released then; retry after joining them).
+ */
+PCOR_API int pcor_finalize(void);
+
+/* This process's id (>= 0), or PCOR_ERR_NOTINIT / PCOR_ERR_FINALIZED. */
+PCOR_API int pcor_self_pid(void);
+
+/*
+ * The calling thread's id (>= 0) in this process, or PCOR_ERR_NOTATTACHED,
+ * PCOR_ERR_NOTINIT, PCOR_ERR_FINALIZED.
+ */
+PCOR_API int pcor_self_thid(void);
+
+/* Number of processes in the application (>= 1), or a negative status. */
+PCOR_API int pcor_nprocs(void);
+
+/* Highest thread id plus one that a process of this application accepts. */
+PCOR_API int pcor_max_threads(void);
+
+/* --------------------------------------------------------------- threads */
+
+/* Entry point of a thread started by pcor_thread_create. */
+typedef void *(*pcor_thread_fn)(void *arg);
+
+/*
+ * pcor_thread_create -- start a pcor thread.
+ *
+ * The new thread's id is chosen and reserved before the thread starts, so
+ * messages may be sent to *thid_p at once; they wait as unexpected until
+ * the thread receives them.  The thread is registered for its whole life
+ * and its id is released when fn returns.  Join it with pcor_thread_join.
+ * Callable from any thread (pcor or not) after pcor_init.
+ *
+ * Returns PCOR_OK; PCOR_ERR_INVAL (fn or thid_p NULL); PCOR_ERR_TOOMANY
+ * (all thread ids in use); PCOR_ERR_SYSTEM (pthread_create failed).
+ */
+PCOR_API int pcor_thread_create(pcor_thread_fn fn, void *arg, int *thid_p);
+
+/*
+ * pcor_thread_join -- wait for a thread started by pcor_thread_create and
+ * collect fn's return value (ret_p may be NULL).  Each such thread must be
+ * joined exactly once.
+ *
+ * Returns PCOR_OK; PCOR_ERR_BADTHID (not a joinable thread of this
+ * process, or already joined); PCOR_ERR_INVAL (joining oneself).
+ */
+PCOR_API int pcor_thread_join(int thid, void **ret_p);
+
+/*
+ * pcor_thread_attach -- register the calling thread (one not started by
+ * pcor_thread_create) and give it a thread id.
+ *
+ * Returns PCOR_OK; PCOR_ERR_BUSY if the thread is already registered
+ * (*thid_p is left alone); PCOR_ERR_TOOMANY; PCOR_ERR_INVAL.
+ */
+PCOR_API int pcor_thread_attach(int *thid_p);
+
+/*
+ * pcor_thread_detach -- unregister the calling thread.
+ *
+ * Receives it posted and has not completed are canceled: their handles
+ * complete with PCOR_ERR_CANCELED and stay testable by any thread.
+ * Unexpected messages for its id stay queued for the next thread that gets
+ * the id.  A thread from pcor_thread_create is detached automatically when
+ * its function returns.
+ *
+ * Returns PCOR_OK; PCOR_ERR_NOTATTACHED.
+ */
+PCOR_API int pcor_thread_detach(void);
+
+/* ------------------------------------------------------------ DMA memory */
+
+/*
+ * pcor_dma_alloc -- allocate DMA-able memory: memory registered with every
+ * port, so it can be sent with sendDMA without a copy on the send side.
+ * The block is 64-byte aligned; it belongs to the caller until passed to
+ * pcor_dma_free or handed over with PCOR_SEND_HANDOVER.  size may be 0.
+ * Thread-safe.
+ *
+ * Returns PCOR_OK; PCOR_ERR_INVAL (buf_p NULL); PCOR_ERR_BADSIZE (larger
+ * than the DMA reservation); PCOR_ERR_NOMEM.
+ */
+PCOR_API int pcor_dma_alloc(size_t size, void **buf_p);
+
+/*
+ * pcor_dma_free -- give DMA memory back.  NULL is accepted and ignored.
+ * Returns PCOR_OK; PCOR_ERR_NOTDMA if buf was not returned by
+ * pcor_dma_alloc or recvDMA, or was already freed.
+ */
+PCOR_API int pcor_dma_free(void *buf);
+
+/*
+ * pcor_dma_size -- usable size of a DMA block (at least what was asked).
+ * Returns PCOR_OK; PCOR_ERR_NOTDMA; PCOR_ERR_INVAL.
+ */
+PCOR_API int pcor_dma_size(const void *buf, size_t *size_p);
+
+/* ------------------------------------------------------------- messaging */
+
+/* Wildcards for receives. */
+#define PCOR_ANY_PID (-1)
+#define PCOR_ANY_THID (-1)
+#define PCOR_ANY_TAG (-1)
+
+/* Modes of pcor_handle_test / testHandle. */
+#define PCOR_NONBLOCK 0
+#define PCOR_BLOCK 1
+
+/*
+ * Flags of pcor_send_dma.
+ * PCOR_SEND_HANDOVER: the DMA buffer is given to pcor at the call; the
+ * sender must not touch or free it again.  The receiver of a recvDMA gets
+ * this very buffer when the peer is in the same process (no byte moves);
+ * otherwise pcor frees it once sent.
+ */
+#define PCOR_SEND_HANDOVER 0x1u
+
+/*
+ * A handle names one send or receive in progress.  It is a positive int,
+ * valid until the test that reports its completion; values carry a
+ * generation, so a handle tested after that is PCOR_ERR_BADHANDLE.
+ */
+typedef int pcor_handle_t;
+
+/* What a completed receive got. */
+typedef struct pcor_msginfo {
+	int pid;     /* sender's process id */
+	int thid;    /* sender's thread id */
+	int tag;     /* message tag */
+	size_t size; /* full message size, even when truncated */
+} pcor_msginfo_t;
+
+/*
+ * pcor_send_copy -- send len bytes of buf to thread thid of process pid.
+ *
+ * buf may be reused as soon as the call returns: pcor has copied what it
+ * still needs (or delivered it straight into a posted receive).  The
+ * handle completes when the message is out of pcor's hands on this side;
+ * it must be tested to completion (or it holds a handle slot).
+ * tag must be >= 0.  Messages between one sender thread and one receiver
+ * thread are matched in the order they were sent.
+ *
+ * Returns PCOR_OK and *h_p; PCOR_ERR_BADPID, PCOR_ERR_BADTHID,
+ * PCOR_ERR_BADTAG, PCOR_ERR_BADSIZE, PCOR_ERR_BADBUF, PCOR_ERR_INVAL
+ * (h_p NULL), PCOR_ERR_NOTATTACHED; PCOR_ERR_AGAIN when the receiver's
+ * message pool stayed full for PCOR_BACKPRESSURE_MS (nothing was sent;
+ * retry).
+ */
+PCOR_API int pcor_send_copy(int pid, int thid, int tag, const void *buf,
+			    size_t len, pcor_handle_t *h_p);
+
+/*
+ * pcor_send_dma -- send from DMA memory without copying on the send side.
+ *
+ * buf must lie in one block from pcor_dma_alloc and [buf, buf+len) inside
+ * it.  Without PCOR_SEND_HANDOVER the buffer stays the sender's and must
+ * not change until the handle completes (when the data has been taken).
+ * With it, ownership passes to pcor at once (see PCOR_SEND_HANDOVER).
+ *
+ * Returns as pcor_send_copy, plus PCOR_ERR_NOTDMA and PCOR_ERR_INVAL
+ * (unknown flags).
+ */
+PCOR_API int pcor_send_dma(int pid, int thid, int tag, void *buf,
+			   size_t len, unsigned flags, pcor_handle_t *h_p);
+
+/*
+ * pcor_recv_copy -- post a receive into buf (capacity cap) for the
+ * calling thread.  pid, thid and tag may be wildcards.
+ *
+ * buf and *info_p (may be NULL) belong to pcor until the handle completes;
+ * they are filled by then.  A longer message fills buf and completes with
+ * PCOR_ERR_TRUNCATE, info_p->size giving the full size.
+ *
+ * Returns PCOR_OK and *h_p; PCOR_ERR_BADPID, PCOR_ERR_BADTHID,
+ * PCOR_ERR_BADTAG (below PCOR_ANY_TAG), PCOR_ERR_BADBUF, PCOR_ERR_INVAL,
+ * PCOR_ERR_NOTATTACHED, PCOR_ERR_AGAIN (no free handle).
+ */
+PCOR_API int pcor_recv_copy(int pid, int thid, int tag, void *buf,
+			    size_t cap, pcor_msginfo_t *info_p,
+			    pcor_handle_t *h_p);
+
+/*
+ * pcor_recv_dma -- post a receive whose data arrives in DMA memory that
+ * pcor allocates.  When the handle completes, *buf_p points to a block the
+ * caller owns and frees with pcor_dma_free (NULL for an empty message).
+ * buf_p and info_p belong to pcor until then.
+ *
+ * Returns as pcor_recv_copy.  A receive that cannot get DMA memory for
+ * its message completes with PCOR_ERR_NOMEM and *buf_p NULL.
+ */
+PCOR_API int pcor_recv_dma(int pid, int thid, int tag, void **buf_p,
+			   pcor_msginfo_t *info_p, pcor_handle_t *h_p);
+
+/*
+ * pcor_handle_test -- test (PCOR_NONBLOCK) or wait for (PCOR_BLOCK) a
+ * handle.  Any thread may test any handle.
+ *
+ * Returns PCOR_INPROGRESS if not complete (PCOR_NONBLOCK only; the handle
+ * stays valid).  Otherwise the handle is released and the call returns
+ * the operation's status: PCOR_OK, PCOR_ERR_TRUNCATE, PCOR_ERR_CANCELED,
+ * PCOR_ERR_PEER_LOST, PCOR_ERR_NOMEM...  PCOR_ERR_BADHANDLE for a handle
+ * that is unknown, stale or already released; PCOR_ERR_INVAL for another
+ * mode.  PCOR_BLOCK spins for PCOR_SPIN_NS, then sleeps until woken.
+ */
+PCOR_API int pcor_handle_test(pcor_handle_t h, int mode);
+
+/*
+ * pcor_handle_wait -- like PCOR_BLOCK, but gives up after timeout_ns and
+ * returns PCOR_ERR_TIMEDOUT with the handle still valid.  timeout_ns < 0
+ * waits without limit.
+ */
+PCOR_API int pcor_handle_wait(pcor_handle_t h, int64_t timeout_ns);
+
+/* ---------------------------------------------------- the paper's API */
+
+/*
+ * The pCoR calls.  Each is a real exported function that forwards to the
+ * pcor_ call named beside it; sizes are ints as in the paper (negative
+ * sizes are PCOR_ERR_BADSIZE).  A send or receive returns its handle
+ * (> 0) or a negative status.
+ */
+
+/* pcor_send_copy(trgt_pid, trgt_thid, tag, data, size). */
+PCOR_API int sendCopy(int trgt_pid, int trgt_thid, int tag, void *data,
+		      int size);
+
+/* pcor_send_dma(trgt_pid, trgt_thid, tag, data, size, 0). */
+PCOR_API int sendDMA(int trgt_pid, int trgt_thid, int tag, void *data,
+		     int size);
+
+/*
+ * pcor_recv_copy; apid, athid, atag, asize (each may be NULL) are written
+ * when the handle completes; asize is the full message size, clamped to
+ * INT_MAX.
+ */
+PCOR_API int recvCopy(int src_pid, int src_thid, int tag, void *data,
+		      int size, int *apid, int *athid, int *atag, int *asize);
+
+/* pcor_recv_dma; *data is set when the handle completes. */
+PCOR_API int recvDMA(int src_pid, int src_thid, int tag, void **data,
+		     int *apid, int *athid, int *atag, int *asize);
+
+/* pcor_handle_test(handle, mode). */
+PCOR_API int testHandle(int handle, int mode);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PCOR_PCOR_H */

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages pcor's build, tests and benchmarks need,
+# only those missing.  Idempotent and non-interactive; run as root.
+set -euo pipefail
+
+pkgs=(
+  # build
+  gcc libc6-dev pkg-config meson ninja-build python3
+  libfabric-dev libfabric-bin uthash-dev
+  # sanitizers and fuzzing
+  clang libclang-rt-14-dev
+  # benchmark plots
+  gnuplot-nox
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}; run as root" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

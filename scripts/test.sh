@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Run every pcor test: install what is missing, build, then run
+#   - the release build: all suites;
+#   - an AddressSanitizer build and a ThreadSanitizer build: the unit,
+#     integration and stress suites.
+# Ends with one line "N passed, N failed, N skipped"; exits non-zero if
+# anything failed.  Extra arguments go to every `meson test` call (for
+# example --suite unit).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+./scripts/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+
+pass=0 fail=0 skip=0 broken=0
+
+# build_and_test NAME "SUITES" [meson setup options...]
+build_and_test() {
+  local name=$1 suites=$2; shift 2
+  local dir="build-$name"
+  echo "=== $name: configure and build"
+  if [ -d "$dir" ]; then
+    meson setup --reconfigure "$dir" "$@" >/dev/null || { broken=$((broken+1)); return; }
+  else
+    meson setup "$dir" "$@" >/dev/null || { broken=$((broken+1)); return; }
+  fi
+  if ! ninja -C "$dir" >"$dir/build.log" 2>&1; then
+    tail -n 40 "$dir/build.log"
+    echo "=== $name: build FAILED"
+    broken=$((broken+1)); return
+  fi
+  local args=()
+  for s in $suites; do args+=(--suite "$s"); done
+  echo "=== $name: meson test ${args[*]} ${EXTRA[*]:-}"
+  rm -f "$dir/meson-logs/testlog.json"
+  meson test -C "$dir" --print-errorlogs "${args[@]}" "${EXTRA[@]}" \
+    --timeout-multiplier "${MULT:-1}" | grep -vE '^(ninja|\s*$)'
+  local counts
+  counts=$(python3 - "$dir/meson-logs/testlog.json" <<'PY'
+import json, sys
+p = f = s = 0
+try:
+    for line in open(sys.argv[1]):
+        r = json.loads(line).get("result")
+        if r in ("OK", "EXPECTEDFAIL"): p += 1
+        elif r == "SKIP": s += 1
+        else: f += 1
+except FileNotFoundError:
+    f = 1
+print(p, f, s)
+PY
+)
+  read -r p f s <<<"$counts"
+  echo "=== $name: $p passed, $f failed, $s skipped"
+  pass=$((pass+p)); fail=$((fail+f)); skip=$((skip+s))
+}
+
+EXTRA=("$@")
+MULT=1 build_and_test release "" -Dbuildtype=release -Dwerror=true
+san_suites="unit integration stress"
+MULT=4 build_and_test asan "$san_suites" -Dbuildtype=debugoptimized \
+  -Db_sanitize=address,undefined -Db_lundef=false -Dbench=false -Dwerror=true
+MULT=6 build_and_test tsan "$san_suites" -Dbuildtype=debugoptimized \
+  -Db_sanitize=thread -Db_lundef=false -Dbench=false -Dwerror=true
+
+fail=$((fail+broken))
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,483 @@
+/*
+ * core.h -- private interface of src/core: the pieces every other module
+ * of pcor stands on (compiler helpers, lists, locks, knobs, logging,
+ * wait/wake, the request/handle table, the thread registry, DMA memory).
+ *
+ * Nothing here knows about message matching, fabrics or the directory;
+ * those modules depend on core, never the reverse.
+ */
+#ifndef PCOR_CORE_H
+#define PCOR_CORE_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <pcor/pcor.h>
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ compiler */
+
+#define PCORI_CACHELINE 64
+#define PCORI_LIKELY(x) __builtin_expect(!!(x), 1)
+#define PCORI_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define PCORI_UNUSED __attribute__((unused))
+#define PCORI_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define PCORI_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define PCORI_CONTAINER_OF(ptr, type, member)                                  \
+	((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+#define PCORI_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define PCORI_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* CPU hint inside spin loops. */
+static inline void pcori_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* Programming bugs only -- never a peer, the network or memory running out. */
+#define PCORI_ASSERT(cond)                                                     \
+	do {                                                                   \
+		if (PCORI_UNLIKELY(!(cond)))                                   \
+			pcori_panic(__FILE__, __LINE__, #cond);                \
+	} while (0)
+_Noreturn void pcori_panic(const char *file, int line, const char *what);
+
+/* Monotonic time in nanoseconds. */
+uint64_t pcori_now_ns(void);
+
+/* ---------------------------------------------------------------- lists */
+
+/* Intrusive circular doubly-linked list; the head is a sentinel node. */
+typedef struct pcori_list {
+	struct pcori_list *next, *prev;
+} pcori_list_t;
+
+static inline void pcori_list_init(pcori_list_t *h)
+{
+	h->next = h->prev = h;
+}
+static inline bool pcori_list_empty(const pcori_list_t *h)
+{
+	return h->next == h;
+}
+static inline void pcori_list_push_back(pcori_list_t *h, pcori_list_t *n)
+{
+	n->prev = h->prev;
+	n->next = h;
+	h->prev->next = n;
+	h->prev = n;
+}
+static inline void pcori_list_remove(pcori_list_t *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	n->next = n->prev = n;
+}
+#define pcori_list_foreach(pos, head)                                          \
+	for ((pos) = (head)->next; (pos) != (head); (pos) = (pos)->next)
+#define pcori_list_foreach_safe(pos, tmp, head)                                \
+	for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head);       \
+	     (pos) = (tmp), (tmp) = (pos)->next)
+
+/* ---------------------------------------------------------- futex, lock */
+
+/* Thin futex wrappers on a 32-bit word (process-private). */
+int pcori_futex_wait(_Atomic uint32_t *word, uint32_t expect,
+		     int64_t timeout_ns);
+void pcori_futex_wake(_Atomic uint32_t *word, int n);
+
+/*
+ * A mutex that spins briefly, then sleeps on a futex (Drepper's
+ * "futexes are tricky", mutex 3).  States: 0 free, 1 locked, 2 locked
+ * with sleepers.  Never held across a blocking wait for a message.
+ */
+typedef struct pcori_lock {
+	_Atomic uint32_t word;
+#ifdef PCOR_LOCK_DEBUG
+	_Atomic pid_t owner;
+#endif
+} pcori_lock_t;
+
+#define PCORI_LOCK_INITIALIZER {0}
+
+void pcori_lock_slow(pcori_lock_t *l);
+
+static inline void pcori_lock_init(pcori_lock_t *l)
+{
+	atomic_init(&l->word, 0);
+#ifdef PCOR_LOCK_DEBUG
+	atomic_init(&l->owner, 0);
+#endif
+}
+
+#ifdef PCOR_LOCK_DEBUG
+pid_t pcori_gettid(void);
+#define PCORI_LOCK_SET_OWNER_(l, v)                                            \
+	atomic_store_explicit(&(l)->owner, (v), memory_order_relaxed)
+/* Functions that require the lock held say so with this. */
+#define PCORI_ASSERT_LOCKED(l)                                                 \
+	PCORI_ASSERT(atomic_load_explicit(&(l)->owner,                         \
+					  memory_order_relaxed) == pcori_gettid())
+#else
+#define PCORI_LOCK_SET_OWNER_(l, v) ((void)0)
+#define PCORI_ASSERT_LOCKED(l)                                                 \
+	PCORI_ASSERT(atomic_load_explicit(&(l)->word, memory_order_relaxed) != 0)
+#endif
+
+static inline void pcori_lock(pcori_lock_t *l)
+{
+	uint32_t zero = 0;
+	if (!atomic_compare_exchange_strong_explicit(&l->word, &zero, 1,
+						     memory_order_acquire,
+						     memory_order_relaxed))
+		pcori_lock_slow(l);
+	PCORI_LOCK_SET_OWNER_(l, pcori_gettid());
+}
+
+static inline bool pcori_trylock(pcori_lock_t *l)
+{
+	uint32_t zero = 0;
+	if (!atomic_compare_exchange_strong_explicit(&l->word, &zero, 1,
+						     memory_order_acquire,
+						     memory_order_relaxed))
+		return false;
+	PCORI_LOCK_SET_OWNER_(l, pcori_gettid());
+	return true;
+}
+
+static inline void pcori_unlock(pcori_lock_t *l)
+{
+	PCORI_LOCK_SET_OWNER_(l, 0);
+	if (atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2)
+		pcori_futex_wake(&l->word, 1);
+}
+
+/* ---------------------------------------------------------------- knobs */
+
+/*
+ * Every environment variable pcor reads, declared once:
+ * X(NAME, field, type, default, min, max, help).  The variable is
+ * PCOR_<NAME>; numeric knobs are range-checked at pcor_init; SIZE knobs
+ * take k/m/g suffixes (powers of 1024).  tools/pcor_info prints them.
+ */
+#define PCORI_KNOBS(X)                                                         \
+	X(BACKPRESSURE_MS, backpressure_ms, INT, "1000", 0, 3600000,           \
+	  "how long a send waits for room in a full receiver pool before "    \
+	  "returning PCOR_ERR_AGAIN")                                          \
+	X(DMA_RESERVE, dma_reserve, SIZE, "64g", 64 << 20, (1LL << 46),        \
+	  "virtual address space reserved for DMA memory (only touched pages " \
+	  "use memory)")                                                       \
+	X(FRAG_SIZE, frag_size, SIZE, "64k", 1024, 16 << 20,                   \
+	  "largest fragment a port sends; messages are cut into fragments "    \
+	  "of this size")                                                      \
+	X(LOG_FILE, log_file, STRING, "", 0, 0,                                \
+	  "append log lines to this file instead of stderr")                   \
+	X(LOG_LEVEL, log_level, STRING, "warn", 0, 0,                          \
+	  "least severe level logged: error, warn, info, debug, trace")        \
+	X(LOG_SUBSYS, log_subsys, STRING, "all", 0, 0,                         \
+	  "comma-separated subsystems to log: core, frag, dispatch, naming, "  \
+	  "route, mpi, app, or all")                                           \
+	X(MAX_HANDLES, max_handles, INT, "1048576", 1024, 1048576,             \
+	  "handles (sends and receives in progress) per process")              \
+	X(MAX_THREADS, max_threads, INT, "4096", 1, 65536,                     \
+	  "thread ids per process (ids are 0 .. MAX_THREADS-1)")               \
+	X(MCB_POOL, mcb_pool, INT, "65536", 16, 16777216,                      \
+	  "message control blocks per process: bounds the unexpected "         \
+	  "messages held at once")                                             \
+	X(SPIN_NS, spin_ns, INT, "20000", 0, 10000000000LL,                    \
+	  "how long a blocking wait spins before it sleeps (ns)")              \
+	X(UNEXP_BYTES, unexp_bytes, SIZE, "1g", 0, (1LL << 46),                \
+	  "bytes of unexpected message data held at once per process")
+
+typedef enum pcori_knob_type {
+	PCORI_KNOB_INT,
+	PCORI_KNOB_SIZE,
+	PCORI_KNOB_STRING,
+} pcori_knob_type_t;
+
+typedef struct pcori_config {
+#define PCORI_KNOB_FIELD_INT(f) int64_t f;
+#define PCORI_KNOB_FIELD_SIZE(f) int64_t f;
+#define PCORI_KNOB_FIELD_STRING(f) char f[256];
+#define PCORI_KNOB_FIELD_(N, f, t, d, mn, mx, h) PCORI_KNOB_FIELD_##t(f)
+	PCORI_KNOBS(PCORI_KNOB_FIELD_)
+#undef PCORI_KNOB_FIELD_
+} pcori_config_t;
+
+/* One row of the knob table, for pcor_info and the parser. */
+typedef struct pcori_knob {
+	const char *name; /* without the PCOR_ prefix */
+	pcori_knob_type_t type;
+	const char *defval;
+	int64_t min, max;
+	const char *help;
+	size_t offset; /* of the field in pcori_config_t */
+} pcori_knob_t;
+
+extern const pcori_knob_t pcori_knobs[];
+extern const size_t pcori_nknobs;
+
+/*
+ * Fill cfg from the environment (defaults where unset).  On a malformed
+ * or out-of-range value, logs the knob and returns PCOR_ERR_INVAL.
+ */
+int pcori_config_load(pcori_config_t *cfg);
+
+/* Format a knob's current value from cfg into buf. */
+void pcori_config_format(const pcori_config_t *cfg, const pcori_knob_t *k,
+			 char *buf, size_t len);
+
+/* Parse "12", "64k", "2m", "1g" into *out.  Returns 0 or -1. */
+int pcori_parse_size(const char *s, int64_t *out);
+
+/* -------------------------------------------------------------- logging */
+
+typedef enum pcori_log_level {
+	PCORI_LOG_ERROR,
+	PCORI_LOG_WARN,
+	PCORI_LOG_INFO,
+	PCORI_LOG_DEBUG,
+	PCORI_LOG_TRACE,
+} pcori_log_level_t;
+
+typedef enum pcori_subsys {
+	PCORI_SUB_CORE,
+	PCORI_SUB_FRAG,
+	PCORI_SUB_DISPATCH,
+	PCORI_SUB_NAMING,
+	PCORI_SUB_ROUTE,
+	PCORI_SUB_MPI,
+	PCORI_SUB_APP,
+	PCORI_SUB_COUNT_
+} pcori_subsys_t;
+
+/* Configure from the knobs; PCOR_ERR_INVAL on a bad level or subsystem. */
+int pcori_log_init(const pcori_config_t *cfg);
+void pcori_log_fini(void);
+bool pcori_log_enabled(pcori_log_level_t lvl, pcori_subsys_t sub);
+void pcori_log(pcori_log_level_t lvl, pcori_subsys_t sub, const char *fmt,
+	       ...) PCORI_PRINTF(3, 4);
+
+#define PCORI_LOG_(lvl, sub, ...)                                              \
+	do {                                                                   \
+		if (pcori_log_enabled(lvl, sub))                               \
+			pcori_log(lvl, sub, __VA_ARGS__);                      \
+	} while (0)
+#define PCORI_ERROR(sub, ...) PCORI_LOG_(PCORI_LOG_ERROR, sub, __VA_ARGS__)
+#define PCORI_WARN(sub, ...) PCORI_LOG_(PCORI_LOG_WARN, sub, __VA_ARGS__)
+#define PCORI_INFO(sub, ...) PCORI_LOG_(PCORI_LOG_INFO, sub, __VA_ARGS__)
+#ifdef PCOR_ENABLE_DEBUG_LOG
+#define PCORI_DEBUG(sub, ...) PCORI_LOG_(PCORI_LOG_DEBUG, sub, __VA_ARGS__)
+#define PCORI_TRACE(sub, ...) PCORI_LOG_(PCORI_LOG_TRACE, sub, __VA_ARGS__)
+#else
+#define PCORI_DEBUG(sub, ...) ((void)0)
+#define PCORI_TRACE(sub, ...) ((void)0)
+#endif
+/* For hot paths: log the first occurrence only. */
+#define PCORI_WARN_ONCE(sub, ...)                                              \
+	do {                                                                   \
+		static atomic_flag once_ = ATOMIC_FLAG_INIT;                   \
+		if (!atomic_flag_test_and_set(&once_))                         \
+			PCORI_WARN(sub, __VA_ARGS__);                          \
+	} while (0)
+
+/* ------------------------------------------------------------ wait/wake */
+
+/*
+ * Waiting for a 32-bit completion word to leave a value.
+ *
+ * The waiter spins for spin_ns, then advertises itself by setting
+ * PCORI_WAIT_SLEEPER in the word and sleeps on it; the completer swaps in
+ * the final value and wakes only if that bit was set.  Only threads waiting
+ * on that one word are woken: never a broadcast to unrelated threads.
+ */
+#define PCORI_WAIT_SLEEPER 0x80000000u
+
+/* Wait while (*word & ~SLEEPER) == pending.  PCOR_OK or PCOR_ERR_TIMEDOUT. */
+int pcori_wait_word(_Atomic uint32_t *word, uint32_t pending, int64_t spin_ns,
+		    int64_t timeout_ns);
+
+/* Store value (release) and wake any sleeper. */
+static inline void pcori_wake_word(_Atomic uint32_t *word, uint32_t value)
+{
+	uint32_t old = atomic_exchange_explicit(word, value,
+						memory_order_acq_rel);
+	if (old & PCORI_WAIT_SLEEPER)
+		pcori_futex_wake(word, INT_MAX);
+}
+
+/* ----------------------------------------------------- requests/handles */
+
+typedef enum pcori_req_kind {
+	PCORI_REQ_SEND_COPY = 1,
+	PCORI_REQ_SEND_DMA,
+	PCORI_REQ_RECV_COPY,
+	PCORI_REQ_RECV_DMA,
+} pcori_req_kind_t;
+
+/* Completion word values (besides PCORI_WAIT_SLEEPER). */
+#define PCORI_REQ_PENDING 0u
+#define PCORI_REQ_DONE 1u
+
+/* Where a receive reports its message; either form, chosen by the caller. */
+typedef struct pcori_report {
+	pcor_msginfo_t *info; /* pcor_ API form */
+	int *pid, *thid, *tag, *size; /* paper form: ints */
+	void **dma; /* recvDMA: where the buffer pointer goes */
+} pcori_report_t;
+
+/*
+ * One send or receive in progress.  Lives in the handle table; the
+ * handle names it by index and generation.
+ *
+ * Ownership: allocated by the thread that starts the operation; completed
+ * by whichever thread finishes it (a sender, the receiver, a dispatcher);
+ * released by the thread whose test observes completion.
+ */
+typedef struct pcori_req {
+	/* line 1: what completion and matching touch */
+	_Atomic uint32_t state; /* PENDING/DONE | SLEEPER: the futex word */
+	_Atomic uint32_t gen;   /* odd while allocated; see handle.c */
+	int32_t status;         /* final status, valid once DONE */
+	uint16_t kind;          /* pcori_req_kind_t */
+	uint16_t flags;         /* PCOR_SEND_* for sends */
+	int32_t pid, thid, tag; /* recv: pattern; send: destination */
+	uint32_t ctx;           /* matching context (0: the pcor API) */
+	pcori_list_t link;      /* in a posted-receive queue (mq lock) */
+	void *buf;              /* recv copy: user buffer; send: data */
+	size_t len;             /* recv: capacity; send: length */
+	/* line 2: report and per-path state */
+	pcori_report_t report;
+	pcor_msginfo_t info; /* what arrived (receives) */
+	int32_t owner_thid;  /* receives: the posting thread */
+	uint32_t index;      /* own slot in the handle table */
+	void *mcb;           /* a parked sendDMA's MCB (local path) */
+} pcori_req_t;
+
+int pcori_htable_init(uint32_t max_handles);
+void pcori_htable_fini(void);
+
+/* A fresh PENDING request; NULL when the table is full. */
+pcori_req_t *pcori_req_alloc(void);
+/* Release a request whose handle never reached the user. */
+void pcori_req_free(pcori_req_t *req);
+/* The handle value naming req. */
+pcor_handle_t pcori_req_handle(const pcori_req_t *req);
+/*
+ * Look up a live handle; NULL if unknown, stale or released.  *gen_p
+ * (may be NULL) receives the generation seen, for a later release.
+ */
+pcori_req_t *pcori_req_lookup(pcor_handle_t h, uint32_t *gen_p);
+/* Return a departing thread's cached free slots to the global stack. */
+void pcori_htable_flush_tls(void);
+
+/*
+ * Finish a request: write its report (receives), publish status, wake a
+ * waiter.  Called exactly once per request, by any thread, holding no
+ * pcor lock that the waiter could need.
+ */
+void pcori_req_complete(pcori_req_t *req, int status);
+
+/* Handles allocated and not yet released (for tests and finalize). */
+size_t pcori_htable_live(void);
+
+/* ------------------------------------------------------ thread registry */
+
+/* Per-OS-thread state, in TLS. */
+typedef struct pcori_tls {
+	int thid_plus1;   /* 0: not a pcor thread */
+	uint32_t ncache;  /* free handle indexes cached here */
+	uint32_t cache[64];
+} pcori_tls_t;
+
+extern _Thread_local pcori_tls_t pcori_tls;
+
+/* Calling thread's id, or -1 if it is not a pcor thread. */
+static inline int pcori_self_thid(void)
+{
+	return pcori_tls.thid_plus1 - 1;
+}
+
+/*
+ * Thread registry hooks into higher layers: the message layer wants to
+ * know when a thread id stops being used (to cancel its posted receives).
+ */
+typedef void (*pcori_thread_hook_fn)(int thid);
+
+int pcori_threads_init(int max_threads, pcori_thread_hook_fn on_detach);
+void pcori_threads_fini(void);
+/* Number of attached threads other than the caller. */
+int pcori_threads_others(void);
+/* Register the calling thread (thid 0 for the main thread at init). */
+int pcori_thread_register_self(int *thid_p);
+
+/* -------------------------------------------------------------- DMA pool */
+
+int pcori_dma_init(size_t reserve);
+void pcori_dma_fini(void);
+/*
+ * Is [p, p+len) inside one live DMA block?  PCOR_OK or PCOR_ERR_NOTDMA
+ * (PCOR_ERR_BADSIZE if the range runs past the block).  Lock-free: O(1).
+ */
+int pcori_dma_check(const void *p, size_t len);
+/* Is p the first byte of a live DMA block? */
+bool pcori_dma_is_block_start(const void *p);
+/* Allocate without the runtime check (the message layer, internally). */
+static inline int pcori_dma_alloc(size_t size, void **buf_p)
+{
+	return pcor_dma_alloc(size, buf_p);
+}
+/* Free a block; PCOR_ERR_NOTDMA if p is not a live block's start. */
+int pcori_dma_free(void *p);
+/* The reserved range, for ports that register it with a fabric. */
+void pcori_dma_range(void **base_p, size_t *len_p);
+/* Bytes currently handed out (for tests). */
+size_t pcori_dma_in_use(void);
+
+/* --------------------------------------------------------- the runtime */
+
+typedef enum pcori_rt_state {
+	PCORI_RT_NONE = 0,
+	PCORI_RT_INITIALIZING,
+	PCORI_RT_READY,
+	PCORI_RT_FINALIZED,
+} pcori_rt_state_t;
+
+/* Process-wide facts; written during pcor_init, read-only afterwards. */
+typedef struct pcori_rt {
+	_Atomic int state;
+	int pid;
+	int nprocs;
+	int max_threads;
+	pcori_config_t cfg;
+} pcori_rt_t;
+
+extern pcori_rt_t pcori_rt;
+
+/* PCOR_OK if the runtime is ready, else NOTINIT or FINALIZED. */
+static inline int pcori_rt_check(void)
+{
+	int s = atomic_load_explicit(&pcori_rt.state, memory_order_acquire);
+	if (PCORI_LIKELY(s == PCORI_RT_READY))
+		return PCOR_OK;
+	return s == PCORI_RT_FINALIZED ? PCOR_ERR_FINALIZED
+				       : PCOR_ERR_NOTINIT;
+}
+
+#endif /* PCOR_CORE_H */

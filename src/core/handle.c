@@ -1,0 +1,273 @@
+/*
+ * handle.c -- the request table behind pcor handles.
+ *
+ * Design notes
+ *  - Requests live in chunks of PCORI_HCHUNK, allocated on demand up to
+ *    PCOR_MAX_HANDLES and never moved, so a request pointer stays valid
+ *    for the runtime's life and lookup is two loads.
+ *  - A handle is (generation << 20) | index.  The slot's gen counter is odd
+ *    while allocated and even while free; release is a CAS odd -> even, so
+ *    of two threads testing one handle exactly one gets the status and the
+ *    other PCOR_ERR_BADHANDLE.  The 11 generation bits in the handle make a
+ *    stale handle look valid only after 2047 reuses of its slot.
+ *  - Free slots are kept per pcor thread (a small LIFO in TLS, hot in
+ *    cache) in front of one global stack under a lock.
+ */
+#include "core.h"
+
+#define PCORI_HINDEX_BITS 20
+#define PCORI_HINDEX_MASK ((1u << PCORI_HINDEX_BITS) - 1)
+#define PCORI_HCHUNK_SHIFT 12
+#define PCORI_HCHUNK (1u << PCORI_HCHUNK_SHIFT)
+#define PCORI_HGEN_SPAN 2047u
+#define PCORI_TLS_CACHE 64u
+#define PCORI_TLS_BATCH 32u
+
+static struct {
+	pcori_lock_t lock;    /* guards free[], nfree, chunk growth */
+	uint32_t max;         /* capacity, a multiple of PCORI_HCHUNK */
+	_Atomic uint32_t nchunks;
+	_Atomic(pcori_req_t *) *chunks;
+	uint32_t *free;       /* global free stack of indexes */
+	uint32_t nfree;
+	_Atomic size_t live;  /* allocated and not released */
+} ht;
+
+_Thread_local pcori_tls_t pcori_tls __attribute__((tls_model("initial-exec")));
+
+int pcori_htable_init(uint32_t max_handles)
+{
+	uint32_t max = (max_handles + PCORI_HCHUNK - 1) & ~(PCORI_HCHUNK - 1);
+	if (max > (1u << PCORI_HINDEX_BITS))
+		max = 1u << PCORI_HINDEX_BITS;
+	memset(&ht, 0, sizeof(ht));
+	pcori_lock_init(&ht.lock);
+	ht.max = max;
+	ht.chunks = calloc(max / PCORI_HCHUNK, sizeof(*ht.chunks));
+	ht.free = malloc(sizeof(uint32_t) * max);
+	if (!ht.chunks || !ht.free) {
+		free(ht.chunks);
+		free(ht.free);
+		return PCOR_ERR_NOMEM;
+	}
+	return PCOR_OK;
+}
+
+void pcori_htable_fini(void)
+{
+	uint32_t n = atomic_load(&ht.nchunks);
+	for (uint32_t i = 0; i < n; i++)
+		free(atomic_load(&ht.chunks[i]));
+	free(ht.chunks);
+	free(ht.free);
+	memset(&ht, 0, sizeof(ht));
+	pcori_tls.ncache = 0;
+}
+
+static inline pcori_req_t *slot(uint32_t idx)
+{
+	pcori_req_t *c = atomic_load_explicit(&ht.chunks[idx >> PCORI_HCHUNK_SHIFT],
+					      memory_order_acquire);
+	return &c[idx & (PCORI_HCHUNK - 1)];
+}
+
+/* Add one chunk of fresh slots to the global stack.  Lock held. */
+static bool grow(void)
+{
+	PCORI_ASSERT_LOCKED(&ht.lock);
+	uint32_t n = atomic_load_explicit(&ht.nchunks, memory_order_relaxed);
+	if ((n + 1) * PCORI_HCHUNK > ht.max)
+		return false;
+	pcori_req_t *c = aligned_alloc(PCORI_CACHELINE,
+				       sizeof(pcori_req_t) * PCORI_HCHUNK);
+	if (!c)
+		return false;
+	memset(c, 0, sizeof(pcori_req_t) * PCORI_HCHUNK);
+	for (uint32_t i = 0; i < PCORI_HCHUNK; i++) {
+		c[i].index = n * PCORI_HCHUNK + i;
+		pcori_list_init(&c[i].link);
+	}
+	atomic_store_explicit(&ht.chunks[n], c, memory_order_release);
+	atomic_store_explicit(&ht.nchunks, n + 1, memory_order_release);
+	/* Push in reverse so low indexes come out first. */
+	for (uint32_t i = PCORI_HCHUNK; i-- > 0;)
+		ht.free[ht.nfree++] = n * PCORI_HCHUNK + i;
+	return true;
+}
+
+static bool pop_index(uint32_t *idx)
+{
+	pcori_tls_t *t = &pcori_tls;
+	bool cached = t->thid_plus1 != 0;
+	if (cached && t->ncache) {
+		*idx = t->cache[--t->ncache];
+		return true;
+	}
+	pcori_lock(&ht.lock);
+	if (ht.nfree == 0 && !grow()) {
+		pcori_unlock(&ht.lock);
+		return false;
+	}
+	*idx = ht.free[--ht.nfree];
+	/* Refill the thread cache while we hold the lock anyway. */
+	while (cached && ht.nfree && t->ncache < PCORI_TLS_BATCH)
+		t->cache[t->ncache++] = ht.free[--ht.nfree];
+	pcori_unlock(&ht.lock);
+	return true;
+}
+
+static void push_index(uint32_t idx)
+{
+	pcori_tls_t *t = &pcori_tls;
+	if (t->thid_plus1 && t->ncache < PCORI_TLS_CACHE) {
+		t->cache[t->ncache++] = idx;
+		return;
+	}
+	pcori_lock(&ht.lock);
+	ht.free[ht.nfree++] = idx;
+	/* A full cache spills half, so alloc/free pairs stay local. */
+	while (t->thid_plus1 && t->ncache > PCORI_TLS_CACHE / 2)
+		ht.free[ht.nfree++] = t->cache[--t->ncache];
+	pcori_unlock(&ht.lock);
+}
+
+void pcori_htable_flush_tls(void)
+{
+	pcori_tls_t *t = &pcori_tls;
+	if (!t->ncache || !ht.free)
+		return;
+	pcori_lock(&ht.lock);
+	while (t->ncache)
+		ht.free[ht.nfree++] = t->cache[--t->ncache];
+	pcori_unlock(&ht.lock);
+}
+
+static inline uint32_t hgen(uint32_t gen)
+{
+	return ((gen >> 1) % PCORI_HGEN_SPAN) + 1;
+}
+
+pcori_req_t *pcori_req_alloc(void)
+{
+	uint32_t idx;
+	if (PCORI_UNLIKELY(!pop_index(&idx)))
+		return NULL;
+	pcori_req_t *r = slot(idx);
+	atomic_store_explicit(&r->state, PCORI_REQ_PENDING, memory_order_relaxed);
+	atomic_fetch_add_explicit(&r->gen, 1, memory_order_relaxed);
+	r->status = PCOR_OK;
+	r->flags = 0;
+	r->ctx = 0;
+	r->mcb = NULL;
+	memset(&r->report, 0, sizeof(r->report));
+	atomic_fetch_add_explicit(&ht.live, 1, memory_order_relaxed);
+	return r;
+}
+
+/* Odd -> even: exactly one caller wins. */
+static bool release(pcori_req_t *r, uint32_t gen)
+{
+	if (!atomic_compare_exchange_strong_explicit(&r->gen, &gen, gen + 1,
+						     memory_order_acq_rel,
+						     memory_order_relaxed))
+		return false;
+	atomic_fetch_sub_explicit(&ht.live, 1, memory_order_relaxed);
+	push_index(r->index);
+	return true;
+}
+
+void pcori_req_free(pcori_req_t *req)
+{
+	uint32_t g = atomic_load_explicit(&req->gen, memory_order_relaxed);
+	PCORI_ASSERT(g & 1);
+	release(req, g);
+}
+
+pcor_handle_t pcori_req_handle(const pcori_req_t *req)
+{
+	uint32_t g = atomic_load_explicit(&req->gen, memory_order_relaxed);
+	return (pcor_handle_t)((hgen(g) << PCORI_HINDEX_BITS) | req->index);
+}
+
+pcori_req_t *pcori_req_lookup(pcor_handle_t h, uint32_t *gen_p)
+{
+	if (h <= 0)
+		return NULL;
+	uint32_t idx = (uint32_t)h & PCORI_HINDEX_MASK;
+	uint32_t hg = (uint32_t)h >> PCORI_HINDEX_BITS;
+	uint32_t nch = atomic_load_explicit(&ht.nchunks, memory_order_acquire);
+	if ((idx >> PCORI_HCHUNK_SHIFT) >= nch)
+		return NULL;
+	pcori_req_t *r = slot(idx);
+	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
+	if (!(g & 1) || hgen(g) != hg)
+		return NULL;
+	if (gen_p)
+		*gen_p = g;
+	return r;
+}
+
+size_t pcori_htable_live(void)
+{
+	return atomic_load_explicit(&ht.live, memory_order_relaxed);
+}
+
+void pcori_req_complete(pcori_req_t *req, int status)
+{
+	req->status = status;
+	if (req->kind == PCORI_REQ_RECV_COPY || req->kind == PCORI_REQ_RECV_DMA) {
+		const pcori_report_t *rp = &req->report;
+		if (rp->info)
+			*rp->info = req->info;
+		if (rp->pid)
+			*rp->pid = req->info.pid;
+		if (rp->thid)
+			*rp->thid = req->info.thid;
+		if (rp->tag)
+			*rp->tag = req->info.tag;
+		if (rp->size)
+			*rp->size = req->info.size > INT_MAX ? INT_MAX
+							     : (int)req->info.size;
+	}
+	/* From here on req may be released and reused by the tester. */
+	pcori_wake_word(&req->state, PCORI_REQ_DONE);
+}
+
+/* Shared by pcor_handle_test and pcor_handle_wait. */
+static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
+{
+	int rc = pcori_rt_check();
+	if (PCORI_UNLIKELY(rc))
+		return rc;
+	uint32_t gen;
+	pcori_req_t *r = pcori_req_lookup(h, &gen);
+	if (PCORI_UNLIKELY(!r))
+		return PCOR_ERR_BADHANDLE;
+	uint32_t st = atomic_load_explicit(&r->state, memory_order_acquire);
+	if ((st & ~PCORI_WAIT_SLEEPER) == PCORI_REQ_PENDING) {
+		if (!block)
+			return PCOR_INPROGRESS;
+		rc = pcori_wait_word(&r->state, PCORI_REQ_PENDING,
+				     pcori_rt.cfg.spin_ns, timeout_ns);
+		if (rc)
+			return rc;
+	}
+	int status = r->status;
+	if (!release(r, gen))
+		return PCOR_ERR_BADHANDLE; /* another thread took it first */
+	return status;
+}
+
+PCOR_API int pcor_handle_test(pcor_handle_t h, int mode)
+{
+	if (PCORI_UNLIKELY(mode != PCOR_BLOCK && mode != PCOR_NONBLOCK)) {
+		int rc = pcori_rt_check();
+		return rc ? rc : PCOR_ERR_INVAL;
+	}
+	return handle_wait(h, mode == PCOR_BLOCK, -1);
+}
+
+PCOR_API int pcor_handle_wait(pcor_handle_t h, int64_t timeout_ns)
+{
+	return handle_wait(h, true, timeout_ns < 0 ? -1 : timeout_ns);
+}

@@ -1,0 +1,126 @@
+/*
+ * sync.c -- the low-level primitives: panic, clock, futex, the spinning
+ * mutex and the spin-then-sleep wait on a completion word.
+ *
+ * Design notes: waiting is always on the word that will change (a
+ * request's completion word, a lock word), so a wake-up reaches exactly
+ * the threads that wait for that event.  The sleeper bit makes the
+ * completer pay for a futex_wake only when somebody really sleeps.
+ */
+#include "core.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+_Noreturn void pcori_panic(const char *file, int line, const char *what)
+{
+	fprintf(stderr, "pcor: internal error at %s:%d: %s\n", file, line,
+		what);
+	fflush(stderr);
+	abort();
+}
+
+uint64_t pcori_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#ifdef PCOR_LOCK_DEBUG
+pid_t pcori_gettid(void)
+{
+	static _Thread_local pid_t tid;
+	if (!tid)
+		tid = (pid_t)syscall(SYS_gettid);
+	return tid;
+}
+#endif
+
+int pcori_futex_wait(_Atomic uint32_t *word, uint32_t expect,
+		     int64_t timeout_ns)
+{
+	struct timespec ts, *tsp = NULL;
+	if (timeout_ns >= 0) {
+		ts.tv_sec = timeout_ns / 1000000000;
+		ts.tv_nsec = timeout_ns % 1000000000;
+		tsp = &ts;
+	}
+	long rc = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE,
+			  expect, tsp, NULL, 0);
+	if (rc == -1 && errno == ETIMEDOUT)
+		return PCOR_ERR_TIMEDOUT;
+	return PCOR_OK; /* woken, value changed (EAGAIN) or EINTR: recheck */
+}
+
+void pcori_futex_wake(_Atomic uint32_t *word, int n)
+{
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL,
+		0);
+}
+
+/* Spins this many times before sleeping on a contended lock. */
+#define PCORI_LOCK_SPINS 200
+
+void pcori_lock_slow(pcori_lock_t *l)
+{
+	for (int i = 0; i < PCORI_LOCK_SPINS; i++) {
+		uint32_t zero = 0;
+		pcori_cpu_relax();
+		if (atomic_load_explicit(&l->word, memory_order_relaxed) == 0 &&
+		    atomic_compare_exchange_weak_explicit(
+			    &l->word, &zero, 1, memory_order_acquire,
+			    memory_order_relaxed))
+			return;
+	}
+	/* Mark contended; whoever unlocks from 2 wakes one sleeper. */
+	while (atomic_exchange_explicit(&l->word, 2, memory_order_acquire) != 0)
+		pcori_futex_wait(&l->word, 2, -1);
+}
+
+int pcori_wait_word(_Atomic uint32_t *word, uint32_t pending, int64_t spin_ns,
+		    int64_t timeout_ns)
+{
+	uint32_t v = atomic_load_explicit(word, memory_order_acquire);
+	if ((v & ~PCORI_WAIT_SLEEPER) != pending)
+		return PCOR_OK;
+
+	uint64_t start = pcori_now_ns();
+	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX
+					   : start + (uint64_t)timeout_ns;
+	if (spin_ns > 0) {
+		uint64_t spin_end = start + (uint64_t)spin_ns;
+		if (spin_end > deadline)
+			spin_end = deadline;
+		for (unsigned i = 1;; i++) {
+			pcori_cpu_relax();
+			v = atomic_load_explicit(word, memory_order_acquire);
+			if ((v & ~PCORI_WAIT_SLEEPER) != pending)
+				return PCOR_OK;
+			/* Reading the clock costs ~20 ns: only now and then. */
+			if ((i & 63) == 0 && pcori_now_ns() >= spin_end)
+				break;
+		}
+	}
+	for (;;) {
+		v = atomic_load_explicit(word, memory_order_acquire);
+		if ((v & ~PCORI_WAIT_SLEEPER) != pending)
+			return PCOR_OK;
+		if (!(v & PCORI_WAIT_SLEEPER) &&
+		    !atomic_compare_exchange_strong_explicit(
+			    word, &v, v | PCORI_WAIT_SLEEPER,
+			    memory_order_acq_rel, memory_order_acquire))
+			continue; /* changed under us: recheck */
+		int64_t left = -1;
+		if (deadline != UINT64_MAX) {
+			uint64_t now = pcori_now_ns();
+			if (now >= deadline)
+				return PCOR_ERR_TIMEDOUT;
+			left = (int64_t)(deadline - now);
+		}
+		pcori_futex_wait(word, pending | PCORI_WAIT_SLEEPER, left);
+	}
+}

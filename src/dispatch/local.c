@@ -1,0 +1,358 @@
+/*
+ * local.c -- the message layer's core and the same-process data path.
+ *
+ * Design notes
+ *  - A send locks only its destination thread's match queue.  If a
+ *    receive is posted, it is taken out under the lock and the data is
+ *    copied after unlocking, straight from the sender's buffer into the
+ *    receiver's: one copy, and a long copy never blocks other senders.
+ *  - Otherwise the message becomes an unexpected MCB: sendCopy keeps one
+ *    copy (inline in the MCB when small, else in DMA memory, which a later
+ *    recvDMA takes over without copying again); sendDMA parks a reference
+ *    to the sender's buffer and its handle completes when the receiver
+ *    copies the data out; a handed-over DMA buffer is simply passed on.
+ *  - Memory for unexpected data is bounded by the MCB pool and
+ *    PCOR_UNEXP_BYTES.  When either is exhausted the sender waits (up to
+ *    PCOR_BACKPRESSURE_MS) and then returns PCOR_ERR_AGAIN: nothing sent is
+ *    ever dropped.
+ */
+#include "dispatch.h"
+
+/* Copies up to this size are made under the queue lock. */
+#define PCORI_LOCKED_COPY_MAX (16u << 10)
+
+pcori_msg_t pcori_msg;
+
+int pcori_msg_init(const pcori_config_t *cfg, int max_threads)
+{
+	memset(&pcori_msg, 0, sizeof(pcori_msg));
+	pcori_msg.mqs = aligned_alloc(PCORI_CACHELINE,
+				      sizeof(pcori_mq_t) * (size_t)max_threads);
+	if (!pcori_msg.mqs)
+		return PCOR_ERR_NOMEM;
+	int rc = pcori_mcb_pool_init(&pcori_msg.pool, (uint32_t)cfg->mcb_pool);
+	if (rc) {
+		free(pcori_msg.mqs);
+		return rc;
+	}
+	for (int i = 0; i < max_threads; i++)
+		pcori_mq_init(&pcori_msg.mqs[i], i);
+	pcori_msg.nmq = max_threads;
+	pcori_msg.unexp_max = cfg->unexp_bytes;
+	pcori_msg.backpressure_ns = cfg->backpressure_ms * 1000000;
+	return PCOR_OK;
+}
+
+/* Bytes of pcor-held memory an MCB accounts for. */
+static size_t held_bytes(const pcori_mcb_t *m)
+{
+	return (m->flags & PCORI_MCB_DMA_DATA) ? m->size : 0;
+}
+
+static void mcb_release(pcori_mcb_t *m)
+{
+	size_t b = held_bytes(m);
+	if (b)
+		atomic_fetch_sub_explicit(&pcori_msg.unexp_bytes, (int64_t)b,
+					  memory_order_relaxed);
+	pcori_mcb_free(&pcori_msg.pool, m);
+}
+
+void pcori_msg_fini(void)
+{
+	size_t dropped = 0;
+	for (int i = 0; i < pcori_msg.nmq; i++) {
+		pcori_mq_t *mq = &pcori_msg.mqs[i];
+		pcori_lock(&mq->lock);
+		while (!pcori_list_empty(&mq->unexp)) {
+			pcori_mcb_t *m = PCORI_CONTAINER_OF(
+				mq->unexp.next, pcori_mcb_t, arrival);
+			pcori_mq_remove_unexp(mq, m);
+			if (m->flags & PCORI_MCB_DMA_DATA)
+				pcori_dma_free(m->data);
+			if (m->flags & PCORI_MCB_PARKED)
+				pcori_req_complete(m->sreq, PCOR_ERR_CANCELED);
+			mcb_release(m);
+			dropped++;
+		}
+		pcori_unlock(&mq->lock);
+		pcori_mq_fini(mq);
+	}
+	if (dropped)
+		PCORI_WARN(PCORI_SUB_DISPATCH,
+			   "finalize: %zu unexpected messages never received, "
+			   "discarded",
+			   dropped);
+	pcori_mcb_pool_fini(&pcori_msg.pool);
+	free(pcori_msg.mqs);
+	memset(&pcori_msg, 0, sizeof(pcori_msg));
+}
+
+void pcori_msg_thread_gone(int thid)
+{
+	pcori_mq_t *mq = &pcori_msg.mqs[thid];
+	pcori_list_t gone;
+	pcori_list_init(&gone);
+	pcori_lock(&mq->lock);
+	while (!pcori_list_empty(&mq->posted)) {
+		pcori_list_t *n = mq->posted.next;
+		pcori_list_remove(n);
+		pcori_list_push_back(&gone, n);
+	}
+	mq->nposted = 0;
+	pcori_unlock(&mq->lock);
+	/* Complete outside the lock: a waiter may be woken at once. */
+	while (!pcori_list_empty(&gone)) {
+		pcori_list_t *n = gone.next;
+		pcori_list_remove(n);
+		pcori_req_complete(PCORI_CONTAINER_OF(n, pcori_req_t, link),
+				   PCOR_ERR_CANCELED);
+	}
+}
+
+void pcori_deliver(pcori_req_t *r, const pcori_mkey_t *k, const void *data,
+		   size_t len, void *own_dma)
+{
+	int st = PCOR_OK;
+	r->info.pid = k->src_pid;
+	r->info.thid = k->src_thid;
+	r->info.tag = k->tag;
+	r->info.size = len;
+	if (r->kind == PCORI_REQ_RECV_COPY) {
+		size_t n = len;
+		if (n > r->len) {
+			n = r->len;
+			st = PCOR_ERR_TRUNCATE;
+		}
+		if (n)
+			memcpy(r->buf, data, n);
+		if (own_dma)
+			pcori_dma_free(own_dma);
+	} else {
+		void *out = NULL;
+		if (own_dma && len) {
+			out = own_dma;
+		} else {
+			if (own_dma)
+				pcori_dma_free(own_dma);
+			if (len) {
+				if (pcori_dma_alloc(len, &out) == PCOR_OK)
+					memcpy(out, data, len);
+				else
+					st = PCOR_ERR_NOMEM;
+			}
+		}
+		*r->report.dma = out;
+	}
+	pcori_req_complete(r, st);
+}
+
+/* Hand an unexpected MCB to receive r and recycle it. */
+static void consume(pcori_req_t *r, pcori_mcb_t *m)
+{
+	const void *data = (m->flags & PCORI_MCB_INLINE_DATA) ? m->inl
+							      : m->data;
+	void *own = (m->flags & PCORI_MCB_DMA_DATA) ? m->data : NULL;
+	pcori_req_t *sreq = (m->flags & PCORI_MCB_PARKED) ? m->sreq : NULL;
+	pcori_deliver(r, &m->hent.key, data, m->size, own);
+	if (sreq)
+		pcori_req_complete(sreq, PCOR_OK);
+	mcb_release(m);
+}
+
+/* Reserve unexpected-data budget; false if it would exceed the cap. */
+static bool budget_take(size_t n)
+{
+	if (!n)
+		return true;
+	int64_t now = atomic_fetch_add_explicit(&pcori_msg.unexp_bytes,
+						(int64_t)n,
+						memory_order_relaxed);
+	if (now + (int64_t)n <= pcori_msg.unexp_max)
+		return true;
+	atomic_fetch_sub_explicit(&pcori_msg.unexp_bytes, (int64_t)n,
+				  memory_order_relaxed);
+	return false;
+}
+
+/*
+ * Get an MCB (and budget for bytes held).  On exhaustion waits, within
+ * *deadline, for frees.  NULL on timeout.
+ */
+static pcori_mcb_t *mcb_get(size_t bytes, bool may_wait, uint64_t *deadline)
+{
+	pcori_mcb_pool_t *p = &pcori_msg.pool;
+	pcori_mcb_t *m = NULL;
+	bool waiting = false;
+	uint32_t epoch = 0;
+	for (;;) {
+		if (budget_take(bytes)) {
+			m = pcori_mcb_alloc(p);
+			if (m)
+				break;
+			atomic_fetch_sub_explicit(&pcori_msg.unexp_bytes,
+						  (int64_t)bytes,
+						  memory_order_relaxed);
+		}
+		if (!may_wait)
+			break;
+		if (!waiting) {
+			waiting = true;
+			epoch = pcori_mcb_pool_wait_begin(p);
+			if (!*deadline)
+				*deadline = pcori_now_ns() +
+					    (uint64_t)pcori_msg.backpressure_ns;
+			continue; /* try again now that frees are seen */
+		}
+		uint64_t now = pcori_now_ns();
+		if (now >= *deadline)
+			break;
+		pcori_mcb_pool_sleep(p, &epoch, (int64_t)(*deadline - now));
+	}
+	if (waiting)
+		pcori_mcb_pool_wait_end(p);
+	return m;
+}
+
+/* Describe the message in a fresh MCB; copies small data inline. */
+static void mcb_prepare(pcori_mcb_t *m, const pcori_mkey_t *k,
+			pcori_req_t *s, const void *buf, size_t len)
+{
+	m->hent.key = *k;
+	m->size = len;
+	if (s->kind == PCORI_REQ_SEND_DMA) {
+		m->data = (void *)buf;
+		if (s->flags & PCOR_SEND_HANDOVER) {
+			m->flags = PCORI_MCB_DMA_DATA;
+		} else {
+			m->flags = PCORI_MCB_PARKED;
+			m->sreq = s;
+		}
+	} else if (len <= PCORI_MCB_INLINE) {
+		memcpy(m->inl, buf, len);
+		m->flags = PCORI_MCB_INLINE_DATA;
+	} else {
+		m->flags = PCORI_MCB_DMA_DATA; /* data filled by the caller */
+	}
+}
+
+int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
+		     uint32_t ctx, const void *buf, size_t len,
+		     unsigned flags, pcor_handle_t *h_p)
+{
+	pcori_req_t *s = pcori_req_alloc();
+	if (PCORI_UNLIKELY(!s))
+		return PCOR_ERR_AGAIN;
+	s->kind = (uint16_t)kind;
+	s->flags = (uint16_t)flags;
+	s->pid = pcori_rt.pid;
+	s->thid = dst_thid;
+	s->tag = tag;
+	s->ctx = ctx;
+	s->buf = (void *)buf;
+	s->len = len;
+
+	const bool handover = flags & PCOR_SEND_HANDOVER;
+	const bool copy = kind == PCORI_REQ_SEND_COPY;
+	const bool big_copy = copy && len > PCORI_MCB_INLINE;
+	/* Bytes of pcor memory the message holds while unexpected. */
+	const size_t held = big_copy || handover ? len : 0;
+	const pcori_mkey_t k = {pcori_rt.pid, pcori_self_thid(), dst_thid, tag,
+				ctx};
+	pcori_mq_t *mq = &pcori_msg.mqs[dst_thid];
+	/* Waiting for oneself to receive could never end. */
+	const bool may_wait = dst_thid != k.src_thid;
+	uint64_t deadline = 0;
+	pcori_mcb_t *m = NULL;
+	pcori_req_t *r;
+
+	for (;;) {
+		pcori_lock(&mq->lock);
+		r = pcori_mq_take_posted(mq, &k);
+		if (r)
+			break;
+		if (!m) {
+			m = mcb_get(held, false, &deadline);
+			if (!m) {
+				/* Never sleep holding the queue lock. */
+				pcori_unlock(&mq->lock);
+				m = mcb_get(held, may_wait, &deadline);
+				if (!m) {
+					pcori_req_free(s);
+					return PCOR_ERR_AGAIN;
+				}
+				mcb_prepare(m, &k, s, buf, len);
+				continue; /* a receive may have come meanwhile */
+			}
+			mcb_prepare(m, &k, s, buf, len);
+		}
+		if (big_copy && !m->data) {
+			/* Long copies are made unlocked, then we look again. */
+			bool unlocked = len > PCORI_LOCKED_COPY_MAX;
+			if (unlocked)
+				pcori_unlock(&mq->lock);
+			if (pcori_dma_alloc(len, &m->data)) {
+				if (!unlocked)
+					pcori_unlock(&mq->lock);
+				m->data = NULL;
+				mcb_release(m);
+				pcori_req_free(s);
+				return PCOR_ERR_NOMEM;
+			}
+			memcpy(m->data, buf, len);
+			if (unlocked)
+				continue;
+		}
+		pcori_mq_add_unexp(mq, m);
+		pcori_unlock(&mq->lock);
+		*h_p = pcori_req_handle(s);
+		/* A parked sendDMA completes when the receiver takes it. */
+		if (copy || handover)
+			pcori_req_complete(s, PCOR_OK);
+		return PCOR_OK;
+	}
+	pcori_unlock(&mq->lock);
+
+	/* A receive was posted: deliver from wherever the data is now. */
+	if (m && big_copy && m->data) {
+		void *own = m->data;
+		mcb_release(m);
+		pcori_deliver(r, &k, own, len, own);
+	} else {
+		if (m)
+			mcb_release(m);
+		pcori_deliver(r, &k, buf, len, handover ? (void *)buf : NULL);
+	}
+	*h_p = pcori_req_handle(s);
+	pcori_req_complete(s, PCOR_OK);
+	return PCOR_OK;
+}
+
+int pcori_recv_post(pcori_req_kind_t kind, int pid, int thid, int tag,
+		    uint32_t ctx, void *buf, size_t cap,
+		    const pcori_report_t *rep, pcor_handle_t *h_p)
+{
+	pcori_req_t *r = pcori_req_alloc();
+	if (PCORI_UNLIKELY(!r))
+		return PCOR_ERR_AGAIN;
+	r->kind = (uint16_t)kind;
+	r->pid = pid;
+	r->thid = thid;
+	r->tag = tag;
+	r->ctx = ctx;
+	r->buf = buf;
+	r->len = cap;
+	r->report = *rep;
+	r->owner_thid = pcori_self_thid();
+
+	pcori_mq_t *mq = &pcori_msg.mqs[r->owner_thid];
+	pcori_lock(&mq->lock);
+	pcori_mcb_t *m = pcori_mq_take_unexp(mq, r);
+	if (!m)
+		pcori_mq_post(mq, r);
+	pcori_unlock(&mq->lock);
+	*h_p = pcori_req_handle(r);
+	if (m)
+		consume(r, m);
+	return PCOR_OK;
+}
