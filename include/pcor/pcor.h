@@ -262,8 +262,10 @@ typedef struct pcor_msginfo {
  *
  * buf may be reused as soon as the call returns: pcor has copied what it
  * still needs (or delivered it straight into a posted receive).  The
- * handle completes when the message is out of pcor's hands on this side;
- * it must be tested to completion (or it holds a handle slot).
+ * handle completes when the receiving process has accepted the message
+ * (into a posted receive or its unexpected queue), or with
+ * PCOR_ERR_PEER_LOST if that process dies first; it must be tested to
+ * completion (or it holds a handle slot).
  * tag must be >= 0.  Messages between one sender thread and one receiver
  * thread are matched in the order they were sent.
  *
@@ -282,7 +284,8 @@ PCOR_API int pcor_send_copy(int pid, int thid, int tag, const void *buf,
  * buf must lie in one block from pcor_dma_alloc and [buf, buf+len) inside
  * it.  Without PCOR_SEND_HANDOVER the buffer stays the sender's and must
  * not change until the handle completes (when the data has been taken).
- * With it, ownership passes to pcor at once (see PCOR_SEND_HANDOVER).
+ * With it, ownership passes to pcor at once (see PCOR_SEND_HANDOVER) and
+ * the handle completes as for pcor_send_copy.
  *
  * Returns as pcor_send_copy, plus PCOR_ERR_NOTDMA and PCOR_ERR_INVAL
  * (unknown flags).
@@ -337,6 +340,36 @@ PCOR_API int pcor_handle_test(pcor_handle_t h, int mode);
  * waits without limit.
  */
 PCOR_API int pcor_handle_wait(pcor_handle_t h, int64_t timeout_ns);
+
+/* ------------------------------------------------ remote thread creation */
+
+/*
+ * A function other processes may start as a new thread here.  arg points
+ * to a private copy of what the spawner passed (len bytes), valid until
+ * the function returns; the thread's id is released then.
+ */
+typedef void (*pcor_remote_fn)(void *arg, size_t len);
+
+/*
+ * pcor_function_register -- make fn startable by name (at most 63 bytes)
+ * from any process.  Thread-safe.
+ * Returns PCOR_OK; PCOR_ERR_INVAL; PCOR_ERR_EXISTS (name taken).
+ */
+PCOR_API int pcor_function_register(const char *name, pcor_remote_fn fn);
+
+/*
+ * pcor_thread_spawn -- start the function registered as name in process
+ * pid as a new pcor thread, passing a copy of len bytes at arg (at most
+ * PCOR_FRAG_SIZE - 84).  Waits for the answer; *thid_p is the new
+ * thread's id.  Thread-safe.
+ *
+ * Returns PCOR_OK; PCOR_ERR_NOTFOUND (no such function there);
+ * PCOR_ERR_TOOMANY (no thread id left there); PCOR_ERR_BADPID;
+ * PCOR_ERR_BADSIZE; PCOR_ERR_INVAL; PCOR_ERR_PEER_LOST;
+ * PCOR_ERR_UNREACHABLE.
+ */
+PCOR_API int pcor_thread_spawn(int pid, const char *name, const void *arg,
+			       size_t len, int *thid_p);
 
 /* ---------------------------------------------------- the paper's API */
 

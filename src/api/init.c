@@ -9,6 +9,14 @@
 
 pcori_rt_t pcori_rt;
 
+/* Membership hook: a process that left takes its messages with it. */
+static void on_member(int pid, pcori_member_event_t ev, void *ctx)
+{
+	(void)ctx;
+	if (ev == PCORI_EV_EXIT || ev == PCORI_EV_FAILURE)
+		pcori_peer_lost(pid);
+}
+
 PCOR_API int pcor_init(int *argc, char ***argv)
 {
 	(void)argc;
@@ -24,13 +32,18 @@ PCOR_API int pcor_init(int *argc, char ***argv)
 	rc = pcori_log_init(&pcori_rt.cfg);
 	if (rc)
 		goto err_state;
-	pcori_rt.pid = 0;
-	pcori_rt.nprocs = 1;
+	pcori_boot_t boot;
+	rc = pcori_naming_init(&pcori_rt.cfg, &boot);
+	if (rc)
+		goto err_log;
+	pcori_rt.pid = boot.pid;
+	pcori_rt.nprocs = boot.nprocs;
 	pcori_rt.max_threads = (int)pcori_rt.cfg.max_threads;
+	snprintf(pcori_rt.host, sizeof(pcori_rt.host), "%s", boot.host);
 
 	rc = pcori_dma_init((size_t)pcori_rt.cfg.dma_reserve);
 	if (rc)
-		goto err_log;
+		goto err_naming;
 	rc = pcori_htable_init((uint32_t)pcori_rt.cfg.max_handles);
 	if (rc)
 		goto err_dma;
@@ -45,11 +58,40 @@ PCOR_API int pcor_init(int *argc, char ***argv)
 	if (rc)
 		goto err_threads;
 	PCORI_ASSERT(thid == 0);
+
+	/* Ports only for a job of several processes (or one joining one). */
+	pcori_member_t *self = calloc(1, sizeof(*self));
+	if (!self) {
+		rc = PCOR_ERR_NOMEM;
+		goto err_self;
+	}
+	self->pid = pcori_rt.pid;
+	self->state = PCORI_MEMBER_ALIVE;
+	snprintf(self->host, sizeof(self->host), "%s", boot.host);
+	if (boot.nprocs > 1 || boot.spawned) {
+		rc = pcori_net_init(&pcori_rt.cfg, &boot, self);
+		if (!rc)
+			rc = pcori_dir_hook_add(on_member, NULL);
+		if (!rc)
+			rc = pcori_net_start();
+		if (rc) {
+			free(self);
+			goto err_net;
+		}
+	}
+	rc = pcori_naming_join(self);
+	free(self);
+	if (rc)
+		goto err_net;
 	atomic_store(&pcori_rt.state, PCORI_RT_READY);
 	PCORI_INFO(PCORI_SUB_CORE, "init: pid %d of %d, %d thread ids",
 		   pcori_rt.pid, pcori_rt.nprocs, pcori_rt.max_threads);
 	return PCOR_OK;
 
+err_net:
+	pcori_net_fini();
+err_self:
+	pcori_tls.thid_plus1 = 0;
 err_threads:
 	pcori_threads_fini();
 err_msg:
@@ -58,6 +100,8 @@ err_htable:
 	pcori_htable_fini();
 err_dma:
 	pcori_dma_fini();
+err_naming:
+	pcori_naming_fini();
 err_log:
 	pcori_log_fini();
 err_state:
@@ -76,6 +120,10 @@ PCOR_API int pcor_finalize(void)
 	if (!atomic_compare_exchange_strong(&pcori_rt.state, &expect,
 					    PCORI_RT_INITIALIZING))
 		return PCOR_ERR_FINALIZED;
+	/* Acks and control messages peers wait for go out before we leave. */
+	pcori_net_quiesce();
+	pcori_naming_fini();
+	pcori_net_fini();
 	if (pcori_self_thid() >= 0) {
 		pcori_msg_thread_gone(pcori_self_thid());
 		pcori_htable_flush_tls();

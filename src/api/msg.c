@@ -37,7 +37,10 @@ static int send_to(pcori_req_kind_t kind, int pid, int thid, int tag,
 	if (PCORI_LIKELY(pid == pcori_rt.pid))
 		return pcori_local_send(kind, thid, tag, 0, buf, len, flags,
 					h_p);
-	return PCOR_ERR_UNREACHABLE;
+	if (!pcori_net.up)
+		return PCOR_ERR_UNREACHABLE;
+	return pcori_remote_send(kind, pid, thid, tag, 0, buf, len, flags,
+				 h_p);
 }
 
 PCOR_API int pcor_send_copy(int pid, int thid, int tag, const void *buf,

@@ -183,9 +183,29 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(DMA_RESERVE, dma_reserve, SIZE, "64g", 64 << 20, (1LL << 46),        \
 	  "virtual address space reserved for DMA memory (only touched pages " \
 	  "use memory)")                                                       \
+	X(ACK_DELAY_NS, ack_delay_ns, INT, "20000", 0, 1000000000,             \
+	  "how long a receiver may hold back an acknowledgement hoping to "    \
+	  "piggyback it on a message going the other way (ns)")               \
+	X(BLOCK_POLL_NS, block_poll_ns, INT, "50000", 1000, 999999999,         \
+	  "a blocked dispatcher of a port without a wait descriptor (shm, "    \
+	  "udp) polls this often (ns)")                                        \
+	X(DISPATCH, dispatch, STRING, "adaptive", 0, 0,                        \
+	  "dispatcher mode of every port: poll, block or adaptive")            \
+	X(DISPATCH_SPIN_NS, dispatch_spin_ns, INT, "200000", 0, 10000000000LL, \
+	  "adaptive dispatchers spin this long after the last event before "   \
+	  "they block (ns)")                                                   \
+	X(EAGER_MAX, eager_max, SIZE, "64k", 0, 2 << 20,                       \
+	  "messages up to this size are sent eagerly; larger ones by "         \
+	  "rendezvous (at most 32 fragments)")                                 \
 	X(FRAG_SIZE, frag_size, SIZE, "64k", 1024, 16 << 20,                   \
 	  "largest fragment a port sends; messages are cut into fragments "    \
 	  "of this size")                                                      \
+	X(IFACES, ifaces, STRING, "", 0, 0,                                    \
+	  "comma-separated fabric domains (network interfaces for tcp/udp) "   \
+	  "to open data ports on; empty: all")                                 \
+	X(LINGER_MS, linger_ms, INT, "10000", 0, 3600000,                      \
+	  "how long pcor_finalize waits for live peers to take what was sent " \
+	  "to them (acks, rendezvous data)")                                   \
 	X(LOG_FILE, log_file, STRING, "", 0, 0,                                \
 	  "append log lines to this file instead of stderr")                   \
 	X(LOG_LEVEL, log_level, STRING, "warn", 0, 0,                          \
@@ -200,6 +220,12 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(MCB_POOL, mcb_pool, INT, "65536", 16, 16777216,                      \
 	  "message control blocks per process: bounds the unexpected "         \
 	  "messages held at once")                                             \
+	X(PROVIDERS, providers, STRING, "shm,tcp;ofi_rxm", 0, 0,               \
+	  "comma-separated libfabric providers to open ports with, in order "  \
+	  "of preference")                                                     \
+	X(RNDV, rndv, STRING, "read", 0, 0,                                    \
+	  "rendezvous data movement: read (remote read where the provider "    \
+	  "can) or stream (windows of fragments)")                             \
 	X(SPIN_NS, spin_ns, INT, "20000", 0, 10000000000LL,                    \
 	  "how long a blocking wait spins before it sleeps (ns)")              \
 	X(UNEXP_BYTES, unexp_bytes, SIZE, "1g", 0, (1LL << 46),                \
@@ -424,6 +450,12 @@ int pcori_threads_init(int max_threads, pcori_thread_hook_fn on_detach);
 void pcori_threads_fini(void);
 /* Number of attached threads other than the caller. */
 int pcori_threads_others(void);
+/*
+ * Start a pcor thread running fn(arg).  autofree: not joinable, its id is
+ * released when fn returns (remote spawns).
+ */
+int pcori_thread_start(pcor_thread_fn fn, void *arg, bool autofree,
+		       int *thid_p);
 /* Register the calling thread (thid 0 for the main thread at init). */
 int pcori_thread_register_self(int *thid_p);
 
@@ -450,6 +482,26 @@ void pcori_dma_range(void **base_p, size_t *len_p);
 /* Bytes currently handed out (for tests). */
 size_t pcori_dma_in_use(void);
 
+/* ------------------------------------------------------------- driving */
+
+/*
+ * A thread waiting for a request that involves another process may poll
+ * the fabric itself instead of sleeping until a dispatcher wakes it: on
+ * few cores that saves a thread switch per message.  The message layer
+ * installs these; NULL while no port is open.
+ */
+typedef struct pcori_drive_ops {
+	bool (*wanted)(void);      /* may waiters drive now (mode)? */
+	void (*begin)(void);
+	int (*poll)(void);         /* one round of progress */
+	void (*end)(bool sleeping); /* sleeping: the waiter is about to sleep */
+} pcori_drive_ops_t;
+
+extern const pcori_drive_ops_t *_Atomic pcori_drive;
+
+/* Request flag (high bits of req->flags): completion may need progress. */
+#define PCORI_REQF_REMOTE 0x8000u
+
 /* --------------------------------------------------------- the runtime */
 
 typedef enum pcori_rt_state {
@@ -465,6 +517,7 @@ typedef struct pcori_rt {
 	int pid;
 	int nprocs;
 	int max_threads;
+	char host[96]; /* host identity (see naming.h) */
 	pcori_config_t cfg;
 } pcori_rt_t;
 

@@ -233,6 +233,35 @@ void pcori_req_complete(pcori_req_t *req, int status)
 	pcori_wake_word(&req->state, PCORI_REQ_DONE);
 }
 
+const pcori_drive_ops_t *_Atomic pcori_drive;
+
+static inline bool req_pending(pcori_req_t *r)
+{
+	return (atomic_load_explicit(&r->state, memory_order_acquire) &
+		~PCORI_WAIT_SLEEPER) == PCORI_REQ_PENDING;
+}
+
+/*
+ * Spin-wait for r while polling the fabric, for up to spin_ns.  Returns
+ * the time spent, so the caller's own spin window is not spent twice.
+ */
+static uint64_t drive_until(pcori_req_t *r, const pcori_drive_ops_t *d,
+			    int64_t spin_ns, uint64_t deadline)
+{
+	uint64_t start = pcori_now_ns(), now = start;
+	uint64_t end = spin_ns > 0 ? start + (uint64_t)spin_ns : start;
+	if (end > deadline)
+		end = deadline;
+	d->begin();
+	for (unsigned i = 1; req_pending(r); i++) {
+		d->poll();
+		if ((i & 15) == 0 && (now = pcori_now_ns()) >= end)
+			break;
+	}
+	d->end(req_pending(r));
+	return now - start;
+}
+
 /* Shared by pcor_handle_test and pcor_handle_wait. */
 static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 {
@@ -243,12 +272,36 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 	pcori_req_t *r = pcori_req_lookup(h, &gen);
 	if (PCORI_UNLIKELY(!r))
 		return PCOR_ERR_BADHANDLE;
-	uint32_t st = atomic_load_explicit(&r->state, memory_order_acquire);
-	if ((st & ~PCORI_WAIT_SLEEPER) == PCORI_REQ_PENDING) {
-		if (!block)
-			return PCOR_INPROGRESS;
-		rc = pcori_wait_word(&r->state, PCORI_REQ_PENDING,
-				     pcori_rt.cfg.spin_ns, timeout_ns);
+	if (req_pending(r)) {
+		const pcori_drive_ops_t *d = NULL;
+		if (r->flags & PCORI_REQF_REMOTE) {
+			d = atomic_load_explicit(&pcori_drive,
+						 memory_order_acquire);
+			if (d && !d->wanted())
+				d = NULL;
+		}
+		if (!block) {
+			if (d)
+				d->poll();
+			return req_pending(r) ? PCOR_INPROGRESS
+					      : handle_wait(h, false, 0);
+		}
+		int64_t spin = pcori_rt.cfg.spin_ns;
+		if (d) {
+			uint64_t deadline =
+				timeout_ns < 0 ? UINT64_MAX
+					       : pcori_now_ns() +
+							 (uint64_t)timeout_ns;
+			uint64_t spent = drive_until(r, d, spin, deadline);
+			spin = 0;
+			if (timeout_ns >= 0)
+				timeout_ns = spent >= (uint64_t)timeout_ns
+						     ? 0
+						     : timeout_ns -
+							       (int64_t)spent;
+		}
+		rc = pcori_wait_word(&r->state, PCORI_REQ_PENDING, spin,
+				     timeout_ns);
 		if (rc)
 			return rc;
 	}

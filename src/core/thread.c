@@ -21,6 +21,7 @@ enum slot_state {
 typedef struct tslot {
 	_Atomic int state;
 	bool created;            /* by pcor_thread_create: joinable */
+	bool autofree;           /* not joinable: id freed when fn returns */
 	_Atomic bool join_taken; /* a join has claimed this slot */
 	pthread_t pt;
 	pcor_thread_fn fn;
@@ -162,26 +163,39 @@ static void *trampoline(void *p)
 		pcori_unlock(&reg.lock);
 	}
 	s->ret = ret;
-	atomic_store_explicit(&s->state, SLOT_EXITED, memory_order_release);
+	if (s->autofree) {
+		pcori_lock(&reg.lock);
+		s->created = false;
+		s->autofree = false;
+		atomic_store_explicit(&s->state, SLOT_FREE,
+				      memory_order_release);
+		pcori_unlock(&reg.lock);
+	} else {
+		atomic_store_explicit(&s->state, SLOT_EXITED,
+				      memory_order_release);
+	}
 	return ret;
 }
 
-PCOR_API int pcor_thread_create(pcor_thread_fn fn, void *arg, int *thid_p)
+int pcori_thread_start(pcor_thread_fn fn, void *arg, bool autofree,
+		       int *thid_p)
 {
-	int rc = pcori_rt_check();
-	if (rc)
-		return rc;
-	if (!fn || !thid_p)
-		return PCOR_ERR_INVAL;
 	pcori_lock(&reg.lock);
 	int thid = take_id(true);
+	if (thid >= 0)
+		reg.slots[thid].autofree = autofree;
 	pcori_unlock(&reg.lock);
 	if (thid < 0)
 		return PCOR_ERR_TOOMANY;
 	tslot_t *s = &reg.slots[thid];
 	s->fn = fn;
 	s->arg = arg;
-	int err = pthread_create(&s->pt, NULL, trampoline, s);
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	if (autofree)
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int err = pthread_create(&s->pt, &attr, trampoline, s);
+	pthread_attr_destroy(&attr);
 	if (err) {
 		PCORI_WARN(PCORI_SUB_CORE, "thread create: pthread_create: %s",
 			   strerror(err));
@@ -197,6 +211,16 @@ PCOR_API int pcor_thread_create(pcor_thread_fn fn, void *arg, int *thid_p)
 	return PCOR_OK;
 }
 
+PCOR_API int pcor_thread_create(pcor_thread_fn fn, void *arg, int *thid_p)
+{
+	int rc = pcori_rt_check();
+	if (rc)
+		return rc;
+	if (!fn || !thid_p)
+		return PCOR_ERR_INVAL;
+	return pcori_thread_start(fn, arg, false, thid_p);
+}
+
 PCOR_API int pcor_thread_join(int thid, void **ret_p)
 {
 	int rc = pcori_rt_check();
@@ -208,7 +232,7 @@ PCOR_API int pcor_thread_join(int thid, void **ret_p)
 		return PCOR_ERR_INVAL;
 	tslot_t *s = &reg.slots[thid];
 	pcori_lock(&reg.lock);
-	bool ok = s->created &&
+	bool ok = s->created && !s->autofree &&
 		  atomic_load_explicit(&s->state, memory_order_relaxed) !=
 			  SLOT_FREE &&
 		  !atomic_exchange_explicit(&s->join_taken, true,

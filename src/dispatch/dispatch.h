@@ -1,14 +1,22 @@
 /*
  * dispatch.h -- private interface of src/dispatch: the message layer
  * (match queues of this process, the MCB pool, delivery into posted
- * receives) and the data paths built on it.  This file covers the
- * same-process path; ports and dispatcher threads join it for the
- * other paths.
+ * receives), the same-process path, ports and their dispatchers, peers
+ * and the inter-process protocol.
+ *
+ * Lock order (outer first): txstream -> peer rx lock -> match queue ->
+ * MCB/DMA/handle-table internals.  A port's progress lock is taken by
+ * whoever polls that port and is held across protocol upcalls, so the
+ * protocol code called from progress may take any of the locks above.
  */
 #ifndef PCOR_DISPATCH_H
 #define PCOR_DISPATCH_H
 
 #include "../frag/frag.h"
+#include "../naming/naming.h"
+#include "wire.h"
+
+#include <sys/uio.h>
 
 /* Process-wide message state; set up in pcori_msg_init. */
 typedef struct pcori_msg {
@@ -37,6 +45,19 @@ void pcori_deliver(pcori_req_t *r, const pcori_mkey_t *k, const void *data,
 		   size_t len, void *own_dma);
 
 /*
+ * Take an MCB (and PCOR_UNEXP_BYTES budget for `bytes`).  When the pool
+ * or budget is exhausted and may_wait, waits for frees until *deadline
+ * (0: set it to now + PCOR_BACKPRESSURE_MS).  NULL when none came.
+ */
+pcori_mcb_t *pcori_mcb_get(size_t bytes, bool may_wait, uint64_t *deadline);
+/* Give back an MCB and its budget (not its data). */
+void pcori_mcb_release(pcori_mcb_t *m);
+/* Deliver a complete MCB into receive r, then release it. */
+void pcori_mcb_deliver(pcori_req_t *r, pcori_mcb_t *m);
+/* Receive r took MCB m out of its queue: deliver, or finish on arrival. */
+void pcori_mcb_claim(pcori_req_t *r, pcori_mcb_t *m);
+
+/*
  * Start a send (kind PCORI_REQ_SEND_COPY or _DMA) to a thread of this
  * process.  Arguments are validated by the caller.
  */
@@ -51,5 +72,291 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 int pcori_recv_post(pcori_req_kind_t kind, int pid, int thid, int tag,
 		    uint32_t ctx, void *buf, size_t cap,
 		    const pcori_report_t *rep, pcor_handle_t *h_p);
+
+/* ------------------------------------------------------------- ports */
+
+typedef struct pcori_port pcori_port_t;
+
+/*
+ * Completion contexts handed to a port start with this tag, so one
+ * completion queue serves sends, receives and reads.
+ */
+typedef enum pcori_ctx_kind {
+	PCORI_CTX_TX = 1, /* a pcori_txmsg_t */
+	PCORI_CTX_TXCTL,  /* a queued control message */
+	PCORI_CTX_READ,   /* a pcori_rndv_t */
+	PCORI_CTX_RX,     /* a port's receive buffer */
+} pcori_ctx_kind_t;
+
+typedef struct pcori_ctx {
+	uint32_t kind;
+} pcori_ctx_t;
+
+/*
+ * What a port kind provides.  All calls are thread-safe unless noted.
+ * Sends may fail with PCOR_ERR_AGAIN (queue full): the caller keeps the
+ * message and retries later.
+ */
+typedef struct pcori_port_ops {
+	const char *kind;
+	/* Resolve a peer port's address into a handle for sends. */
+	int (*insert_addr)(pcori_port_t *p, const pcori_port_info_t *peer,
+			   uint64_t *dest_p);
+	/* Post niov pieces as one message; ctx reported to tx_done. */
+	int (*sendv)(pcori_port_t *p, uint64_t dest, const struct iovec *iov,
+		     size_t niov, pcori_ctx_t *ctx);
+	/* Send a small message; buf is reusable on return, no completion. */
+	int (*inject)(pcori_port_t *p, uint64_t dest, const void *buf,
+		      size_t len);
+	/* Pull len bytes from the peer's (raddr, key) into dst. */
+	int (*read)(pcori_port_t *p, uint64_t src, void *dst, size_t len,
+		    uint64_t raddr, uint64_t key, pcori_ctx_t *ctx);
+	/* Let peers read [buf, buf+len): remote address and key. */
+	int (*expose)(pcori_port_t *p, const void *buf, size_t len,
+		      uint64_t *raddr_p, uint64_t *key_p, void **reg_p);
+	void (*unexpose)(pcori_port_t *p, void *reg);
+	/*
+	 * Poll completions and deliver them through the pcori_port_*
+	 * upcalls below; wait up to timeout_ms for the first one (0: do not
+	 * wait).  Returns events handled.  Caller holds progress_lock.
+	 */
+	int (*progress)(pcori_port_t *p, int timeout_ms);
+	/* Wake a thread waiting inside progress. */
+	void (*signal)(pcori_port_t *p);
+	void (*close)(pcori_port_t *p);
+} pcori_port_ops_t;
+
+/* Dispatcher modes (PCOR_DISPATCH). */
+typedef enum pcori_dispatch_mode {
+	PCORI_DISPATCH_POLL,
+	PCORI_DISPATCH_BLOCK,
+	PCORI_DISPATCH_ADAPTIVE,
+} pcori_dispatch_mode_t;
+
+/* Counters of one port; read by tests and pcor_info. */
+typedef struct pcori_port_stats {
+	_Atomic uint64_t rx, tx, bad_hdr, nack_sent, nack_rcvd, retx, dup,
+		eagain, rma_reads;
+} pcori_port_stats_t;
+
+struct pcori_port {
+	const pcori_port_ops_t *ops;
+	int index;
+	pcori_port_info_t info; /* published in the directory */
+	size_t inject_max;      /* largest inject, header included */
+	bool can_read;          /* remote reads possible */
+	pcori_dispatch_mode_t mode;
+	/* One poller at a time: dispatcher thread or a driving waiter. */
+	pcori_lock_t progress_lock;
+	pthread_t rx_thread, tx_thread;
+	bool rx_started, tx_started;
+	_Atomic bool stop;
+	pcori_port_stats_t st;
+};
+
+int pcori_port_ofi_open(const char *provider, int index,
+			pcori_port_t **ports_p, int max, int *n_p);
+
+/* Upcalls from port kinds into the protocol (progress context). */
+void pcori_port_recv(pcori_port_t *p, const void *msg, size_t len);
+void pcori_port_tx_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
+void pcori_port_read_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
+
+/* ------------------------------------------------------- peers, streams */
+
+typedef struct pcori_peer pcori_peer_t;
+typedef struct pcori_txstream pcori_txstream_t;
+
+/* One message on its way out (eager or rendezvous). */
+typedef struct pcori_txmsg {
+	pcori_ctx_t ctx;       /* PCORI_CTX_TX */
+	pcori_list_t link;     /* in its stream's sent or waiting list */
+	pcori_req_t *req;      /* completed when the message is done */
+	pcori_txstream_t *ts;
+	uint32_t seq;
+	uint16_t flags;        /* PCORI_TXM_* */
+	uint16_t window;       /* eager: fragments posted this attempt */
+	_Atomic uint32_t inflight; /* provider completions outstanding */
+	int32_t dst_thid, tag;
+	uint32_t mctx;         /* matching context */
+	uint32_t nfrags;
+	size_t size;
+	void *data;            /* payload */
+	void *reg;             /* rendezvous exposure handle */
+	uint8_t *hdrs;         /* nfrags (eager) or 2 windows (stream) */
+	uint32_t sfrag, send;  /* streamed rendezvous: fragments to post */
+	pcori_list_t slink;    /* in the stream's list of such messages */
+} pcori_txmsg_t;
+
+#define PCORI_TXM_RNDV 0x01u     /* rendezvous */
+#define PCORI_TXM_ACKED 0x02u    /* receiver accepted it */
+#define PCORI_TXM_FINNED 0x04u   /* rendezvous data taken */
+#define PCORI_TXM_OWNDATA 0x08u  /* data is pcor's copy (free it) */
+#define PCORI_TXM_OWNDMA 0x10u   /* data is a DMA block of pcor's */
+#define PCORI_TXM_SENT 0x20u     /* posted at least once */
+#define PCORI_TXM_DEAD 0x40u     /* peer lost: only completions remain */
+#define PCORI_TXM_BUILT 0x80u    /* rendezvous request bytes are ready */
+
+/* Per (local thread -> peer process): ordering, acks, retransmission. */
+struct pcori_txstream {
+	/* Guards every field; see the lock order at the top. */
+	pcori_lock_t lock;
+	pcori_peer_t *peer;
+	int32_t thid;
+	uint32_t next_seq;     /* seq of the next new message */
+	pcori_list_t sent;     /* posted, not yet acked (seq order) */
+	pcori_list_t waiting;  /* not (re)posted yet (seq order) */
+	pcori_list_t waiting_fin; /* rendezvous acked, data not yet taken */
+	pcori_list_t streaming;   /* rendezvous with fragments to post */
+	pcori_list_t orphans;  /* failed, still owed fabric completions */
+	uint64_t resume_ns;    /* after a NACK: retransmit from then */
+	uint32_t backoff_us;
+	pcori_list_t timer_link; /* in pcori_net.timers while waiting */
+};
+
+/* Per (peer thread -> this process): what has arrived. */
+typedef struct pcori_rxstream {
+	int32_t thid;           /* the peer's thread */
+	uint32_t expected;      /* seq of the next message to start */
+	uint32_t acked;         /* cumulative ack last sent */
+	uint32_t unacked;       /* accepted since */
+	uint64_t ack_due_ns;    /* 0: no ack pending */
+	bool active;            /* a message is being assembled */
+	pcori_req_t *req;       /* its matched receive, or */
+	pcori_mcb_t *mcb;       /* its unexpected MCB */
+	size_t size;
+	pcori_reasm_t reasm;
+	pcori_list_t ack_link;  /* in the peer's ack list */
+} pcori_rxstream_t;
+
+/*
+ * Rendezvous being pulled or streamed into a receive.  It sits in its
+ * peer's table (one reference) until done; each outstanding read holds
+ * another reference.  Whoever sets `done` first completes the receive.
+ */
+typedef struct pcori_rndv {
+	pcori_ctx_t ctx;        /* PCORI_CTX_READ */
+	UT_hash_handle hh;      /* in peer->rndv, keyed by cookie */
+	uint64_t cookie;        /* the sender's message id */
+	pcori_peer_t *peer;
+	pcori_port_t *port;
+	pcori_req_t *req;
+	pcori_mkey_t key;
+	size_t size;            /* message size */
+	size_t take;            /* bytes to land (min(size, capacity)) */
+	void *dst;              /* where they land */
+	void *own_dma;          /* recvDMA block */
+	uint64_t raddr, rkey;   /* remote reads: the source */
+	size_t next_off;        /* remote reads: next byte to ask for */
+	_Atomic uint32_t reads; /* reads outstanding */
+	_Atomic uint32_t refs;
+	_Atomic bool done;
+	int status;
+	bool readable;
+	pcori_reasm_t reasm;    /* streaming windows */
+	pcori_list_t qlink;     /* waiting to issue reads (queue full) */
+} pcori_rndv_t;
+
+typedef enum pcori_peer_state {
+	PCORI_PEER_NEW = 0,
+	PCORI_PEER_READY,
+	PCORI_PEER_LOST,
+} pcori_peer_state_t;
+
+struct pcori_peer {
+	int pid;
+	_Atomic int state;       /* pcori_peer_state_t */
+	pcori_lock_t lock;       /* guards route and stream tables */
+	pcori_port_t *port;      /* route: port and destination */
+	uint64_t dest;
+	_Atomic(pcori_txstream_t *) *tx; /* by local thid, made on demand */
+	/* Guards rx streams, rndv table and acks; see the lock order. */
+	pcori_lock_t rx_lock;
+	pcori_rxstream_t **rx;   /* by peer thid, made on demand */
+	pcori_rndv_t *rndv;      /* receives being pulled from this peer */
+	pcori_list_t acks;       /* rx streams with an ack to send */
+};
+
+/* Inter-process state of this process. */
+typedef struct pcori_net {
+	bool up;
+	int nports;
+	pcori_port_t *ports[PCORI_MAX_PORTS];
+	pcori_wire_limits_t lim;
+	size_t frag_size;
+	size_t eager_max;
+	bool force_stream;       /* rendezvous by streaming even with RMA */
+	pcori_dispatch_mode_t mode;
+	int64_t spin_ns;         /* dispatcher spin window (adaptive) */
+	/* Peers by pid; grows with the membership. */
+	pcori_lock_t peers_lock; /* guards peers growth */
+	_Atomic(pcori_peer_t **) peers;
+	_Atomic int npeers;
+	/* Streams waiting for a retransmission time. */
+	pcori_lock_t timer_lock; /* guards timers */
+	pcori_list_t timers;
+	_Atomic int ntimers;
+	/* Waiters driving progress themselves, and when they last did. */
+	_Atomic int drivers;
+	_Atomic uint64_t drive_ns;
+	_Atomic uint32_t drive_word;
+	_Atomic int acks_pending; /* rx streams with an ack to send */
+	/* Rendezvous whose reads wait for room in a send queue. */
+	pcori_list_t readq;       /* guarded by timer_lock */
+	_Atomic int nreadq;
+} pcori_net_t;
+
+extern pcori_net_t pcori_net;
+
+/* Bring ports up (after naming init) and fill self's port list. */
+int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
+		   pcori_member_t *self);
+/* Start dispatcher threads. */
+int pcori_net_start(void);
+/* Send what peers wait for (acks, queued control messages). */
+void pcori_net_quiesce(void);
+void pcori_net_fini(void);
+
+/* The peer object of pid, made on first use; NULL if pid is invalid. */
+pcori_peer_t *pcori_peer_get(int pid);
+/* Make sure peer has a route; PCOR_OK, ERR_PEER_LOST, ERR_UNREACHABLE. */
+int pcori_peer_ready(pcori_peer_t *peer);
+/* Membership hook: fail everything that involves a lost peer. */
+void pcori_peer_lost(int pid);
+
+/* Send to another process (arguments validated by the caller). */
+int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
+		      uint32_t ctx, const void *buf, size_t len,
+		      unsigned flags, pcor_handle_t *h_p);
+
+/* A claimed rendezvous MCB: start pulling its data into receive r. */
+void pcori_rndv_start(pcori_req_t *r, pcori_mcb_t *m);
+
+/* Protocol housekeeping run by whoever makes progress. */
+int pcori_timers_run(void);
+/* Nanoseconds until timed work is due; -1 if none. */
+int64_t pcori_timers_next(void);
+/* Send acknowledgements now (force) or those that are due. */
+int pcori_acks_flush(bool force);
+/* Fail every message of a stream / reception from a lost peer. */
+void pcori_txstream_fail(pcori_txstream_t *ts);
+void pcori_rx_fail(pcori_peer_t *peer);
+/* Control messages (remote thread creation). */
+void pcori_ctrl_recv(pcori_peer_t *peer, const pcori_wire_hdr_t *h,
+		     const uint8_t *payload);
+int pcori_ctrl_send(pcori_peer_t *peer, uint32_t op, const void *body,
+		    size_t len);
+void pcori_spawn_peer_lost(int pid);
+
+/* Free the peer table (finalize, after dispatchers stopped). */
+void pcori_peers_fini(void);
+/* Wake the send threads of block mode: timed work was added. */
+void pcori_dispatch_kick(void);
+
+/* Poll every port once (and run timers).  Returns events handled. */
+int pcori_progress(void);
+/* Progress hook for waiters (core calls it through pcori_progress_hook). */
+void pcori_drive_begin(void);
+void pcori_drive_end(bool going_to_sleep);
 
 #endif /* PCOR_DISPATCH_H */

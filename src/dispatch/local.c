@@ -49,7 +49,7 @@ static size_t held_bytes(const pcori_mcb_t *m)
 	return (m->flags & PCORI_MCB_DMA_DATA) ? m->size : 0;
 }
 
-static void mcb_release(pcori_mcb_t *m)
+void pcori_mcb_release(pcori_mcb_t *m)
 {
 	size_t b = held_bytes(m);
 	if (b)
@@ -72,7 +72,7 @@ void pcori_msg_fini(void)
 				pcori_dma_free(m->data);
 			if (m->flags & PCORI_MCB_PARKED)
 				pcori_req_complete(m->sreq, PCOR_ERR_CANCELED);
-			mcb_release(m);
+			pcori_mcb_release(m);
 			dropped++;
 		}
 		pcori_unlock(&mq->lock);
@@ -147,8 +147,8 @@ void pcori_deliver(pcori_req_t *r, const pcori_mkey_t *k, const void *data,
 	pcori_req_complete(r, st);
 }
 
-/* Hand an unexpected MCB to receive r and recycle it. */
-static void consume(pcori_req_t *r, pcori_mcb_t *m)
+/* Hand a complete unexpected MCB to receive r and recycle it. */
+void pcori_mcb_deliver(pcori_req_t *r, pcori_mcb_t *m)
 {
 	const void *data = (m->flags & PCORI_MCB_INLINE_DATA) ? m->inl
 							      : m->data;
@@ -157,7 +157,21 @@ static void consume(pcori_req_t *r, pcori_mcb_t *m)
 	pcori_deliver(r, &m->hent.key, data, m->size, own);
 	if (sreq)
 		pcori_req_complete(sreq, PCOR_OK);
-	mcb_release(m);
+	pcori_mcb_release(m);
+}
+
+void pcori_mcb_claim(pcori_req_t *r, pcori_mcb_t *m)
+{
+	if (m->flags & PCORI_MCB_RNDV) {
+		pcori_rndv_start(r, m);
+		return;
+	}
+	m->rreq = r;
+	/* Still arriving: the arrival path delivers when the last part lands. */
+	if (atomic_fetch_or_explicit(&m->mstate, PCORI_MCB_CLAIMED,
+				     memory_order_acq_rel) &
+	    PCORI_MCB_COMPLETE)
+		pcori_mcb_deliver(r, m);
 }
 
 /* Reserve unexpected-data budget; false if it would exceed the cap. */
@@ -175,11 +189,7 @@ static bool budget_take(size_t n)
 	return false;
 }
 
-/*
- * Get an MCB (and budget for bytes held).  On exhaustion waits, within
- * *deadline, for frees.  NULL on timeout.
- */
-static pcori_mcb_t *mcb_get(size_t bytes, bool may_wait, uint64_t *deadline)
+pcori_mcb_t *pcori_mcb_get(size_t bytes, bool may_wait, uint64_t *deadline)
 {
 	pcori_mcb_pool_t *p = &pcori_msg.pool;
 	pcori_mcb_t *m = NULL;
@@ -220,6 +230,8 @@ static void mcb_prepare(pcori_mcb_t *m, const pcori_mkey_t *k,
 {
 	m->hent.key = *k;
 	m->size = len;
+	atomic_store_explicit(&m->mstate, PCORI_MCB_COMPLETE,
+			      memory_order_relaxed);
 	if (s->kind == PCORI_REQ_SEND_DMA) {
 		m->data = (void *)buf;
 		if (s->flags & PCOR_SEND_HANDOVER) {
@@ -272,11 +284,11 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 		if (r)
 			break;
 		if (!m) {
-			m = mcb_get(held, false, &deadline);
+			m = pcori_mcb_get(held, false, &deadline);
 			if (!m) {
 				/* Never sleep holding the queue lock. */
 				pcori_unlock(&mq->lock);
-				m = mcb_get(held, may_wait, &deadline);
+				m = pcori_mcb_get(held, may_wait, &deadline);
 				if (!m) {
 					pcori_req_free(s);
 					return PCOR_ERR_AGAIN;
@@ -295,7 +307,7 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 				if (!unlocked)
 					pcori_unlock(&mq->lock);
 				m->data = NULL;
-				mcb_release(m);
+				pcori_mcb_release(m);
 				pcori_req_free(s);
 				return PCOR_ERR_NOMEM;
 			}
@@ -316,11 +328,11 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 	/* A receive was posted: deliver from wherever the data is now. */
 	if (m && big_copy && m->data) {
 		void *own = m->data;
-		mcb_release(m);
+		pcori_mcb_release(m);
 		pcori_deliver(r, &k, own, len, own);
 	} else {
 		if (m)
-			mcb_release(m);
+			pcori_mcb_release(m);
 		pcori_deliver(r, &k, buf, len, handover ? (void *)buf : NULL);
 	}
 	*h_p = pcori_req_handle(s);
@@ -344,15 +356,32 @@ int pcori_recv_post(pcori_req_kind_t kind, int pid, int thid, int tag,
 	r->len = cap;
 	r->report = *rep;
 	r->owner_thid = pcori_self_thid();
+	/* A peer lost while we wait is reported through progress. */
+	pcori_peer_t *peer = NULL;
+	if (pcori_net.up && pid != pcori_rt.pid) {
+		r->flags |= PCORI_REQF_REMOTE;
+		if (pid != PCOR_ANY_PID)
+			peer = pcori_peer_get(pid);
+	}
 
 	pcori_mq_t *mq = &pcori_msg.mqs[r->owner_thid];
+	bool lost = false;
 	pcori_lock(&mq->lock);
 	pcori_mcb_t *m = pcori_mq_take_unexp(mq, r);
-	if (!m)
+	/*
+	 * Nothing from a lost peer will come any more.  Checked under the
+	 * queue lock: the loss handler scans posted receives under it after
+	 * marking the peer, so one of the two sees the other.
+	 */
+	if (!m && peer && atomic_load(&peer->state) == PCORI_PEER_LOST)
+		lost = true;
+	else if (!m)
 		pcori_mq_post(mq, r);
 	pcori_unlock(&mq->lock);
 	*h_p = pcori_req_handle(r);
 	if (m)
-		consume(r, m);
+		pcori_mcb_claim(r, m);
+	else if (lost)
+		pcori_req_complete(r, PCOR_ERR_PEER_LOST);
 	return PCOR_OK;
 }

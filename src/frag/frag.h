@@ -87,7 +87,12 @@ enum pcori_mcb_flags {
 	PCORI_MCB_INLINE_DATA = 1u << 1, /* data points at inl[] */
 	PCORI_MCB_DMA_DATA = 1u << 2,    /* data is a DMA block the MCB owns */
 	PCORI_MCB_PARKED = 1u << 3,      /* data is a sender's; sreq waits */
+	PCORI_MCB_RNDV = 1u << 4, /* an unexpected rendezvous request */
 };
+
+/* mstate bits: who finishes an MCB that is still being assembled. */
+#define PCORI_MCB_COMPLETE 0x1u /* every fragment is in */
+#define PCORI_MCB_CLAIMED 0x2u  /* a receive took it (rreq is set) */
 
 /*
  * A message control block: one message that arrived before its receive
@@ -105,6 +110,17 @@ typedef struct pcori_mcb {
 	pcori_req_t *sreq;      /* PARKED: the send to complete when taken */
 	pcori_reasm_t reasm;
 	uint32_t index;         /* own slot in the pool */
+	/*
+	 * A message still arriving can be taken by a receive: the receive
+	 * sets rreq then CLAIMED, the arrival path sets COMPLETE; whichever
+	 * comes second delivers (both bits set means done).
+	 */
+	_Atomic uint32_t mstate;
+	pcori_req_t *rreq;
+	/* PCORI_MCB_RNDV: where the sender's data can be pulled from. */
+	void *origin;           /* the sending peer (dispatch's object) */
+	uint64_t rts_addr, rts_key, cookie;
+	uint32_t rts_flags;
 	alignas(16) uint8_t inl[PCORI_MCB_INLINE];
 } pcori_mcb_t;
 

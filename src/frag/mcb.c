@@ -62,6 +62,9 @@ pcori_mcb_t *pcori_mcb_alloc(pcori_mcb_pool_t *p)
 	m->sreq = NULL;
 	m->size = 0;
 	m->seq = 0;
+	m->rreq = NULL;
+	m->origin = NULL;
+	atomic_store_explicit(&m->mstate, 0, memory_order_relaxed);
 	pcori_list_init(&m->arrival);
 	pcori_list_init(&m->chain);
 	return m;

@@ -1,0 +1,349 @@
+/*
+ * dispatcher.c -- bringing ports up and down, the dispatcher threads, and
+ * progress shared with waiting threads.
+ *
+ * Design notes
+ *  - One dispatcher per port.  poll: it spins on the port.  block (the
+ *    paper's design): one thread sleeps in the fabric's wait object for
+ *    arrivals and one on the send queue for timed resends.  adaptive:
+ *    spins PCOR_DISPATCH_SPIN_NS after the last event, then blocks.
+ *  - A thread waiting for a remote request (poll and adaptive modes)
+ *    polls the ports itself while it spins ("drives"), so the message it
+ *    waits for needs no thread switch.  Meanwhile dispatchers step aside:
+ *    they sleep while a driver is active or was within DRIVE_GRACE_NS,
+ *    so on a small machine they do not compete with the driver for a
+ *    core.  A driver that gives up and sleeps wakes them.
+ *  - Before a dispatcher blocks it sends every held-back ack, so a peer
+ *    never waits on an ack from a process that sleeps.
+ */
+#include "dispatch.h"
+
+#include <sched.h>
+
+#define DRIVE_GRACE_NS 200000
+#define BLOCK_MAX_MS 100
+
+static _Atomic bool port_waiting[PCORI_MAX_PORTS];
+static _Atomic uint32_t tx_word; /* block mode: wakes the send threads */
+
+int pcori_progress(void)
+{
+	int n = 0;
+	for (int i = 0; i < pcori_net.nports; i++) {
+		pcori_port_t *p = pcori_net.ports[i];
+		if (pcori_trylock(&p->progress_lock)) {
+			n += p->ops->progress(p, 0);
+			pcori_unlock(&p->progress_lock);
+		}
+	}
+	n += pcori_timers_run();
+	n += pcori_acks_flush(false);
+	return n;
+}
+
+/* Wake the send threads (block mode) after new timed work. */
+void pcori_dispatch_kick(void)
+{
+	if (pcori_net.mode == PCORI_DISPATCH_BLOCK) {
+		atomic_fetch_add(&tx_word, 1);
+		pcori_futex_wake(&tx_word, INT_MAX);
+	}
+}
+
+/* ---------------------------------------------------------- driving */
+
+static bool drive_wanted(void)
+{
+	return pcori_net.mode != PCORI_DISPATCH_BLOCK;
+}
+
+void pcori_drive_begin(void)
+{
+	atomic_fetch_add(&pcori_net.drivers, 1);
+	atomic_store_explicit(&pcori_net.drive_ns, pcori_now_ns(),
+			      memory_order_relaxed);
+	/* A dispatcher asleep in its port would keep the port locked. */
+	for (int i = 0; i < pcori_net.nports; i++)
+		if (atomic_load_explicit(&port_waiting[i],
+					 memory_order_relaxed))
+			pcori_net.ports[i]->ops->signal(pcori_net.ports[i]);
+}
+
+static int drive_poll(void)
+{
+	return pcori_progress();
+}
+
+void pcori_drive_end(bool going_to_sleep)
+{
+	atomic_store_explicit(&pcori_net.drive_ns, pcori_now_ns(),
+			      memory_order_relaxed);
+	if (atomic_fetch_sub(&pcori_net.drivers, 1) == 1 && going_to_sleep) {
+		/* Nobody polls now: hand the ports back at once. */
+		atomic_store_explicit(&pcori_net.drive_ns, 0,
+				      memory_order_relaxed);
+		atomic_fetch_add(&pcori_net.drive_word, 1);
+		pcori_futex_wake(&pcori_net.drive_word, INT_MAX);
+	}
+}
+
+static const pcori_drive_ops_t drive_ops = {
+	.wanted = drive_wanted,
+	.begin = pcori_drive_begin,
+	.poll = drive_poll,
+	.end = pcori_drive_end,
+};
+
+/* Is a waiting thread polling for us? */
+static bool driven(void)
+{
+	if (atomic_load_explicit(&pcori_net.drivers, memory_order_relaxed))
+		return true;
+	uint64_t last = atomic_load_explicit(&pcori_net.drive_ns,
+					     memory_order_relaxed);
+	return last && pcori_now_ns() - last < DRIVE_GRACE_NS;
+}
+
+static int block_timeout_ms(void)
+{
+	int64_t t = pcori_timers_next();
+	if (t < 0)
+		return BLOCK_MAX_MS;
+	int ms = (int)((t + 999999) / 1000000);
+	return ms < 1 ? 1 : PCORI_MIN(ms, BLOCK_MAX_MS);
+}
+
+/* Sleep in the port until something arrives or timed work is due. */
+static void port_block(pcori_port_t *p)
+{
+	pcori_acks_flush(true);
+	if (!pcori_trylock(&p->progress_lock)) {
+		sched_yield();
+		return;
+	}
+	atomic_store(&port_waiting[p->index], true);
+	/* A driver that began meanwhile would not have signalled us. */
+	if (!driven() && !atomic_load(&p->stop))
+		p->ops->progress(p, block_timeout_ms());
+	atomic_store(&port_waiting[p->index], false);
+	pcori_unlock(&p->progress_lock);
+}
+
+static void *rx_main(void *arg)
+{
+	pcori_port_t *p = arg;
+	uint64_t idle_since = pcori_now_ns();
+	while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
+		if (p->mode != PCORI_DISPATCH_BLOCK && driven()) {
+			uint32_t w = atomic_load(&pcori_net.drive_word);
+			pcori_futex_wait(&pcori_net.drive_word, w,
+					 DRIVE_GRACE_NS);
+			idle_since = pcori_now_ns();
+			continue;
+		}
+		int n = 0;
+		if (pcori_trylock(&p->progress_lock)) {
+			n = p->ops->progress(p, 0);
+			pcori_unlock(&p->progress_lock);
+		}
+		if (p->mode != PCORI_DISPATCH_BLOCK)
+			n += pcori_timers_run() + pcori_acks_flush(false);
+		if (n) {
+			idle_since = pcori_now_ns();
+			continue;
+		}
+		if (p->mode == PCORI_DISPATCH_POLL ||
+		    (p->mode == PCORI_DISPATCH_ADAPTIVE &&
+		     pcori_now_ns() - idle_since <
+			     (uint64_t)pcori_net.spin_ns)) {
+			pcori_cpu_relax();
+			continue;
+		}
+		port_block(p);
+		idle_since = pcori_now_ns();
+	}
+	return NULL;
+}
+
+/* Block mode: the paper's second thread, sleeping on the send queue. */
+static void *tx_main(void *arg)
+{
+	pcori_port_t *p = arg;
+	while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
+		uint32_t w = atomic_load(&tx_word);
+		if (pcori_timers_run() + pcori_acks_flush(false))
+			continue;
+		int64_t t = pcori_timers_next();
+		if (t < 0)
+			t = (int64_t)BLOCK_MAX_MS * 1000000;
+		if (t > 0)
+			pcori_futex_wait(&tx_word, w, t);
+	}
+	return NULL;
+}
+
+/* -------------------------------------------------------- lifecycle */
+
+static int parse_mode(const char *s, pcori_dispatch_mode_t *m)
+{
+	if (!strcmp(s, "poll"))
+		*m = PCORI_DISPATCH_POLL;
+	else if (!strcmp(s, "block"))
+		*m = PCORI_DISPATCH_BLOCK;
+	else if (!strcmp(s, "adaptive"))
+		*m = PCORI_DISPATCH_ADAPTIVE;
+	else
+		return -1;
+	return 0;
+}
+
+int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
+		   pcori_member_t *self)
+{
+	pcori_net_t *n = &pcori_net;
+	memset(n, 0, sizeof(*n));
+	if (parse_mode(cfg->dispatch, &n->mode)) {
+		PCORI_ERROR(PCORI_SUB_DISPATCH,
+			    "PCOR_DISPATCH=\"%s\": use poll, block or adaptive",
+			    cfg->dispatch);
+		return PCOR_ERR_INVAL;
+	}
+	if (strcmp(cfg->rndv, "read") && strcmp(cfg->rndv, "stream")) {
+		PCORI_ERROR(PCORI_SUB_DISPATCH,
+			    "PCOR_RNDV=\"%s\": use read or stream", cfg->rndv);
+		return PCOR_ERR_INVAL;
+	}
+	n->force_stream = !strcmp(cfg->rndv, "stream");
+	n->frag_size = (size_t)cfg->frag_size;
+	n->eager_max = PCORI_MIN((size_t)cfg->eager_max,
+				 PCORI_FRAG_WINDOW * n->frag_size);
+	n->spin_ns = cfg->dispatch_spin_ns;
+	n->lim.key_check = boot->key_check;
+	n->lim.max_threads = pcori_rt.max_threads;
+	n->lim.frag_size = (uint32_t)n->frag_size;
+	n->lim.nprocs = pcori_rt.nprocs;
+	pcori_lock_init(&n->peers_lock);
+	pcori_lock_init(&n->timer_lock);
+	pcori_list_init(&n->timers);
+	pcori_list_init(&n->readq);
+
+	char list[sizeof(cfg->providers)];
+	snprintf(list, sizeof(list), "%s", cfg->providers);
+	for (char *save = NULL, *prov = strtok_r(list, ",", &save);
+	     prov && n->nports < PCORI_MAX_PORTS;
+	     prov = strtok_r(NULL, ",", &save)) {
+		int got = 0;
+		pcori_port_ofi_open(prov, n->nports, &n->ports[n->nports],
+				    PCORI_MAX_PORTS - n->nports, &got);
+		n->nports += got;
+	}
+	if (!n->nports) {
+		PCORI_ERROR(PCORI_SUB_DISPATCH,
+			    "no usable fabric port among PCOR_PROVIDERS=\"%s\"",
+			    cfg->providers);
+		return PCOR_ERR_FABRIC;
+	}
+	self->nports = n->nports;
+	for (int i = 0; i < n->nports; i++) {
+		n->ports[i]->mode = n->mode;
+		self->ports[i] = n->ports[i]->info;
+	}
+	n->up = true;
+	return PCOR_OK;
+}
+
+int pcori_net_start(void)
+{
+	for (int i = 0; i < pcori_net.nports; i++) {
+		pcori_port_t *p = pcori_net.ports[i];
+		if (pthread_create(&p->rx_thread, NULL, rx_main, p))
+			return PCOR_ERR_SYSTEM;
+		p->rx_started = true;
+		if (p->mode == PCORI_DISPATCH_BLOCK) {
+			if (pthread_create(&p->tx_thread, NULL, tx_main, p))
+				return PCOR_ERR_SYSTEM;
+			p->tx_started = true;
+		}
+	}
+	atomic_store_explicit(&pcori_drive, &drive_ops, memory_order_release);
+	return PCOR_OK;
+}
+
+/* Messages to live peers not yet acknowledged or taken. */
+static size_t unsettled(void)
+{
+	size_t n = 0;
+	int np = atomic_load(&pcori_net.npeers);
+	pcori_peer_t **peers = atomic_load(&pcori_net.peers);
+	for (int i = 0; i < np; i++) {
+		pcori_peer_t *p = peers[i];
+		if (!p || atomic_load(&p->state) == PCORI_PEER_LOST)
+			continue;
+		for (int t = 0; t < pcori_rt.max_threads; t++) {
+			pcori_txstream_t *ts = atomic_load(&p->tx[t]);
+			if (!ts)
+				continue;
+			pcori_lock(&ts->lock);
+			n += !pcori_list_empty(&ts->sent) +
+			     !pcori_list_empty(&ts->waiting) +
+			     !pcori_list_empty(&ts->waiting_fin);
+			pcori_unlock(&ts->lock);
+		}
+	}
+	return n;
+}
+
+/*
+ * Before leaving: send the acks peers wait for, and let live peers take
+ * what we sent them (a completed sendCopy may still be pulled from our
+ * memory), for at most PCOR_LINGER_MS.
+ */
+void pcori_net_quiesce(void)
+{
+	if (!pcori_net.up)
+		return;
+	uint64_t end = pcori_now_ns() +
+		       (uint64_t)pcori_rt.cfg.linger_ms * 1000000u;
+	size_t left;
+	while ((left = unsettled()) && pcori_now_ns() < end) {
+		pcori_drive_begin();
+		for (int i = 0; i < 1000; i++) {
+			pcori_acks_flush(true);
+			pcori_progress();
+		}
+		pcori_drive_end(false);
+	}
+	pcori_acks_flush(true);
+	while (pcori_timers_next() == 0 && pcori_now_ns() < end)
+		pcori_progress();
+	if (left)
+		PCORI_WARN(PCORI_SUB_DISPATCH,
+			   "finalize: %zu streams still had messages not taken "
+			   "by their receivers after %lld ms; dropped",
+			   left, (long long)pcori_rt.cfg.linger_ms);
+}
+
+void pcori_net_fini(void)
+{
+	if (!pcori_net.up)
+		return;
+	atomic_store(&pcori_drive, NULL);
+	for (int i = 0; i < pcori_net.nports; i++)
+		atomic_store(&pcori_net.ports[i]->stop, true);
+	atomic_fetch_add(&pcori_net.drive_word, 1);
+	pcori_futex_wake(&pcori_net.drive_word, INT_MAX);
+	atomic_fetch_add(&tx_word, 1);
+	pcori_futex_wake(&tx_word, INT_MAX);
+	for (int i = 0; i < pcori_net.nports; i++) {
+		pcori_port_t *p = pcori_net.ports[i];
+		p->ops->signal(p);
+		if (p->rx_started)
+			pthread_join(p->rx_thread, NULL);
+		if (p->tx_started)
+			pthread_join(p->tx_thread, NULL);
+	}
+	pcori_peers_fini();
+	for (int i = 0; i < pcori_net.nports; i++)
+		pcori_net.ports[i]->ops->close(pcori_net.ports[i]);
+	memset(&pcori_net, 0, sizeof(pcori_net));
+}

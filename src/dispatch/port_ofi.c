@@ -1,0 +1,564 @@
+/*
+ * port_ofi.c -- the libfabric port kind: one RDM endpoint of one provider
+ * and domain, its completion queue, pre-posted receive buffers and the
+ * registration of the DMA range.
+ *
+ * Design notes
+ *  - One completion queue per port takes sends, receives and reads; each
+ *    operation's context starts with a pcori_ctx_t saying what it is.
+ *  - Receive buffers are a few large slabs posted with FI_MULTI_RECV when
+ *    the provider has it (each slab takes many messages), else many
+ *    buffers of one fragment each.  The protocol copies every arrival out
+ *    before the upcall returns, so a slab is reposted as soon as the
+ *    provider releases it.
+ *  - The whole DMA range is registered once for remote reads, so a
+ *    rendezvous from DMA memory needs no registration at send time.  We
+ *    ask only for memory-registration modes that do not pin (no
+ *    FI_MR_LOCAL): providers that need them are skipped, and logged.
+ *  - -FI_E* codes are translated to pcor statuses here, and the original
+ *    logged.
+ */
+#include "dispatch.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <time.h>
+
+#define OFI_VERSION FI_VERSION(1, 17)
+#define OFI_SLABS 4
+#define OFI_SLAB_FRAGS 16
+#define OFI_SINGLE_BUFS 64
+#define OFI_CQ_BATCH 16
+
+typedef struct ofi_port ofi_port_t;
+
+typedef struct ofi_rxbuf {
+	pcori_ctx_t ctx; /* PCORI_CTX_RX */
+	ofi_port_t *port;
+	void *buf;
+	size_t len;
+} ofi_rxbuf_t;
+
+struct ofi_port {
+	pcori_port_t base;
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	struct fid_mr *dma_mr;
+	uint64_t dma_key;
+	char *dma_base;
+	size_t dma_len;
+	bool virt_addr;  /* remote addresses are virtual, not offsets */
+	bool multi_recv;
+	bool waitable;   /* the CQ has a file-descriptor wait object */
+	int nrx;
+	ofi_rxbuf_t *rx;
+	_Atomic uint64_t next_key;
+};
+
+static int fi_status(int fi_rc, const char *what, const ofi_port_t *p)
+{
+	if (fi_rc == -FI_EAGAIN)
+		return PCOR_ERR_AGAIN;
+	PCORI_WARN(PCORI_SUB_DISPATCH, "port %d (%s): %s: %s",
+		   p ? p->base.index : -1, p ? p->base.info.provider : "?", what,
+		   fi_strerror(-fi_rc));
+	if (fi_rc == -FI_ENOMEM)
+		return PCOR_ERR_NOMEM;
+	return PCOR_ERR_FABRIC;
+}
+
+static int post_rx(ofi_port_t *p, ofi_rxbuf_t *b)
+{
+	ssize_t rc = 0;
+	/* The queue is sized far above what we post: AGAIN is transient. */
+	for (int tries = 0; tries < 1000; tries++) {
+		if (p->multi_recv) {
+			struct iovec iov = {b->buf, b->len};
+			struct fi_msg msg = {.msg_iov = &iov,
+					     .iov_count = 1,
+					     .addr = FI_ADDR_UNSPEC,
+					     .context = &b->ctx};
+			rc = fi_recvmsg(p->ep, &msg, FI_MULTI_RECV);
+		} else {
+			rc = fi_recv(p->ep, b->buf, b->len, NULL,
+				     FI_ADDR_UNSPEC, &b->ctx);
+		}
+		if (rc != -FI_EAGAIN)
+			break;
+	}
+	return rc ? fi_status((int)rc, "post receive", p) : PCOR_OK;
+}
+
+static int ofi_insert_addr(pcori_port_t *bp, const pcori_port_info_t *peer,
+			   uint64_t *dest_p)
+{
+	ofi_port_t *p = (ofi_port_t *)bp;
+	fi_addr_t a;
+	int n = fi_av_insert(p->av, peer->addr, 1, &a, 0, NULL);
+	if (n != 1)
+		return fi_status(n < 0 ? n : -FI_EINVAL, "av insert", p);
+	*dest_p = a;
+	return PCOR_OK;
+}
+
+static int ofi_sendv(pcori_port_t *bp, uint64_t dest, const struct iovec *iov,
+		     size_t niov, pcori_ctx_t *ctx)
+{
+	ofi_port_t *p = (ofi_port_t *)bp;
+	ssize_t rc = fi_sendv(p->ep, iov, NULL, niov, dest, ctx);
+	if (PCORI_LIKELY(rc == 0))
+		return PCOR_OK;
+	if (rc == -FI_EAGAIN) {
+		atomic_fetch_add_explicit(&bp->st.eagain, 1,
+					  memory_order_relaxed);
+		return PCOR_ERR_AGAIN;
+	}
+	return fi_status((int)rc, "send", p);
+}
+
+static int ofi_inject(pcori_port_t *bp, uint64_t dest, const void *buf,
+		      size_t len)
+{
+	ofi_port_t *p = (ofi_port_t *)bp;
+	ssize_t rc = fi_inject(p->ep, buf, len, dest);
+	if (PCORI_LIKELY(rc == 0))
+		return PCOR_OK;
+	if (rc == -FI_EAGAIN) {
+		atomic_fetch_add_explicit(&bp->st.eagain, 1,
+					  memory_order_relaxed);
+		return PCOR_ERR_AGAIN;
+	}
+	return fi_status((int)rc, "inject", p);
+}
+
+static int ofi_read(pcori_port_t *bp, uint64_t src, void *dst, size_t len,
+		    uint64_t raddr, uint64_t key, pcori_ctx_t *ctx)
+{
+	ofi_port_t *p = (ofi_port_t *)bp;
+	ssize_t rc = fi_read(p->ep, dst, len, NULL, src, raddr, key, ctx);
+	if (rc == 0)
+		return PCOR_OK;
+	if (rc == -FI_EAGAIN)
+		return PCOR_ERR_AGAIN;
+	return fi_status((int)rc, "read", p);
+}
+
+static int ofi_expose(pcori_port_t *bp, const void *buf, size_t len,
+		      uint64_t *raddr_p, uint64_t *key_p, void **reg_p)
+{
+	ofi_port_t *p = (ofi_port_t *)bp;
+	const char *b = buf;
+	if (p->dma_mr && b >= p->dma_base && len <= p->dma_len &&
+	    (size_t)(b - p->dma_base) <= p->dma_len - len) {
+		*raddr_p = p->virt_addr ? (uint64_t)(uintptr_t)b
+					: (uint64_t)(b - p->dma_base);
+		*key_p = p->dma_key;
+		*reg_p = NULL;
+		return PCOR_OK;
+	}
+	struct fid_mr *mr;
+	uint64_t key = atomic_fetch_add(&p->next_key, 1);
+	int rc = fi_mr_reg(p->domain, buf, len ? len : 1, FI_REMOTE_READ, 0,
+			   key, 0, &mr, NULL);
+	if (rc)
+		return fi_status(rc, "register memory", p);
+	*raddr_p = p->virt_addr ? (uint64_t)(uintptr_t)b : 0;
+	*key_p = fi_mr_key(mr);
+	*reg_p = mr;
+	return PCOR_OK;
+}
+
+static void ofi_unexpose(pcori_port_t *bp, void *reg)
+{
+	(void)bp;
+	if (reg)
+		fi_close(&((struct fid_mr *)reg)->fid);
+}
+
+static void handle_error(ofi_port_t *p)
+{
+	struct fi_cq_err_entry e;
+	memset(&e, 0, sizeof(e));
+	if (fi_cq_readerr(p->cq, &e, 0) != 1)
+		return;
+	pcori_ctx_t *ctx = e.op_context;
+	if (!ctx)
+		return;
+	switch (ctx->kind) {
+	case PCORI_CTX_RX:
+		/* Canceled at close; otherwise keep the buffer posted. */
+		if (e.err != FI_ECANCELED && !atomic_load(&p->base.stop)) {
+			PCORI_WARN(PCORI_SUB_DISPATCH,
+				   "port %d: receive error: %s", p->base.index,
+				   fi_strerror(e.err));
+			if (!p->multi_recv || (e.flags & FI_MULTI_RECV))
+				post_rx(p, (ofi_rxbuf_t *)ctx);
+		}
+		break;
+	case PCORI_CTX_TX:
+		PCORI_INFO(PCORI_SUB_DISPATCH, "port %d: send error: %s",
+			   p->base.index, fi_strerror(e.err));
+		pcori_port_tx_done(&p->base, ctx, PCOR_ERR_FABRIC);
+		break;
+	case PCORI_CTX_READ:
+		PCORI_INFO(PCORI_SUB_DISPATCH, "port %d: read error: %s",
+			   p->base.index, fi_strerror(e.err));
+		pcori_port_read_done(&p->base, ctx, PCOR_ERR_FABRIC);
+		break;
+	}
+}
+
+static int ofi_progress(pcori_port_t *bp, int timeout_ms)
+{
+	ofi_port_t *p = (ofi_port_t *)bp;
+	struct fi_cq_data_entry ev[OFI_CQ_BATCH];
+	ssize_t n;
+	if (timeout_ms > 0 && p->waitable) {
+		n = fi_cq_sread(p->cq, ev, OFI_CQ_BATCH, NULL, timeout_ms);
+	} else {
+		n = fi_cq_read(p->cq, ev, OFI_CQ_BATCH);
+		/*
+		 * Without a wait descriptor the provider only moves data when
+		 * polled (shm must even answer connection requests that way),
+		 * so "blocking" here is polling with short sleeps.
+		 */
+		if (n == -FI_EAGAIN && timeout_ms > 0) {
+			struct timespec ts = {0, pcori_rt.cfg.block_poll_ns};
+			nanosleep(&ts, NULL);
+			n = fi_cq_read(p->cq, ev, OFI_CQ_BATCH);
+		}
+	}
+	if (n <= 0) {
+		if (n == -FI_EAVAIL) {
+			handle_error(p);
+			return 1;
+		}
+		return 0;
+	}
+	for (ssize_t i = 0; i < n; i++) {
+		pcori_ctx_t *ctx = ev[i].op_context;
+		switch (ctx->kind) {
+		case PCORI_CTX_RX: {
+			ofi_rxbuf_t *b = (ofi_rxbuf_t *)ctx;
+			const void *data = p->multi_recv ? ev[i].buf : b->buf;
+			if (ev[i].len)
+				pcori_port_recv(bp, data, ev[i].len);
+			if (!p->multi_recv || (ev[i].flags & FI_MULTI_RECV))
+				post_rx(p, b);
+			break;
+		}
+		case PCORI_CTX_TX:
+			pcori_port_tx_done(bp, ctx, PCOR_OK);
+			break;
+		case PCORI_CTX_READ:
+			pcori_port_read_done(bp, ctx, PCOR_OK);
+			break;
+		}
+	}
+	return (int)n;
+}
+
+static void ofi_signal(pcori_port_t *bp)
+{
+	ofi_port_t *p = (ofi_port_t *)bp;
+	if (p->waitable)
+		fi_cq_signal(p->cq);
+}
+
+static void ofi_close(pcori_port_t *bp)
+{
+	ofi_port_t *p = (ofi_port_t *)bp;
+	if (p->ep)
+		fi_close(&p->ep->fid);
+	if (p->dma_mr)
+		fi_close(&p->dma_mr->fid);
+	if (p->cq)
+		fi_close(&p->cq->fid);
+	if (p->av)
+		fi_close(&p->av->fid);
+	if (p->domain)
+		fi_close(&p->domain->fid);
+	if (p->fabric)
+		fi_close(&p->fabric->fid);
+	if (p->rx) {
+		int nbuf = p->multi_recv ? OFI_SLABS : OFI_SINGLE_BUFS;
+		for (int i = 0; i < nbuf; i++)
+			free(p->rx[i].buf);
+		free(p->rx);
+	}
+	if (p->info)
+		fi_freeinfo(p->info);
+	free(p);
+}
+
+static const pcori_port_ops_t ofi_ops = {
+	.kind = "ofi",
+	.insert_addr = ofi_insert_addr,
+	.sendv = ofi_sendv,
+	.inject = ofi_inject,
+	.read = ofi_read,
+	.expose = ofi_expose,
+	.unexpose = ofi_unexpose,
+	.progress = ofi_progress,
+	.signal = ofi_signal,
+	.close = ofi_close,
+};
+
+static pcori_link_class_t link_class_of(const char *prov)
+{
+	if (!strncmp(prov, "shm", 3))
+		return PCORI_LINK_SHM;
+	if (!strncmp(prov, "udp", 3))
+		return PCORI_LINK_UDP;
+	if (!strncmp(prov, "tcp", 3) || !strncmp(prov, "net", 3) ||
+	    !strncmp(prov, "sockets", 7))
+		return PCORI_LINK_TCP;
+	return PCORI_LINK_RDMA;
+}
+
+/*
+ * A network reachable only from this host names the host too (as a hash
+ * of its identity, to keep the string short).
+ */
+static void network_of(const struct fi_info *fi, const char *prov,
+		       const char *host, char *out, size_t len)
+{
+	const char *fab = fi->fabric_attr->name ? fi->fabric_attr->name : "";
+	bool host_local = !strncmp(prov, "shm", 3) ||
+			  !strncmp(fab, "127.", 4) || !strcmp(fab, "::1/128");
+	if (host_local) {
+		uint64_t h = 14695981039346656037ull;
+		for (const char *c = host; *c; c++)
+			h = (h ^ (uint8_t)*c) * 1099511628211ull;
+		snprintf(out, len, "%.32s/%.40s@%016llx", prov, fab,
+			 (unsigned long long)h);
+	} else {
+		snprintf(out, len, "%.32s/%.60s", prov, fab);
+	}
+}
+
+static struct fi_info *make_hints(const char *provider, bool multi_recv)
+{
+	struct fi_info *h = fi_allocinfo();
+	if (!h)
+		return NULL;
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ;
+	if (multi_recv)
+		h->caps |= FI_MULTI_RECV;
+	h->mode = 0;
+	h->tx_attr->msg_order = FI_ORDER_SAS;
+	h->rx_attr->msg_order = FI_ORDER_SAS;
+	h->domain_attr->threading = FI_THREAD_SAFE;
+	h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY |
+				  FI_MR_ALLOCATED;
+	h->fabric_attr->prov_name = strdup(provider);
+	return h;
+}
+
+/* Is this domain wanted by PCOR_IFACES (comma list; empty: all)? */
+static bool iface_wanted(const char *domain)
+{
+	const char *want = pcori_rt.cfg.ifaces;
+	if (!want[0] || !domain)
+		return true;
+	size_t n = strlen(domain);
+	for (const char *s = want; *s;) {
+		const char *e = strchr(s, ',');
+		size_t l = e ? (size_t)(e - s) : strlen(s);
+		if (l == n && !strncmp(s, domain, n))
+			return true;
+		s = e ? e + 1 : s + l;
+	}
+	return false;
+}
+
+static int open_one(struct fi_info *fi, const char *provider, int index,
+		    pcori_port_t **port_p)
+{
+	ofi_port_t *p = calloc(1, sizeof(*p));
+	if (!p)
+		return PCOR_ERR_NOMEM;
+	p->base.ops = &ofi_ops;
+	p->base.index = index;
+	pcori_lock_init(&p->base.progress_lock);
+	atomic_init(&p->next_key, 1000);
+	p->info = fi_dupinfo(fi);
+	p->virt_addr = fi->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
+	p->multi_recv = fi->caps & FI_MULTI_RECV;
+	int rc;
+	const char *step;
+
+	step = "fabric";
+	if ((rc = fi_fabric(fi->fabric_attr, &p->fabric, NULL)))
+		goto err;
+	step = "domain";
+	if ((rc = fi_domain(p->fabric, fi, &p->domain, NULL)))
+		goto err;
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+	step = "address vector";
+	if ((rc = fi_av_open(p->domain, &av_attr, &p->av, NULL)))
+		goto err;
+	/* A descriptor to sleep on where the provider has one. */
+	struct fi_cq_attr cq_attr = {
+		.format = FI_CQ_FORMAT_DATA,
+		.wait_obj = FI_WAIT_FD,
+		.size = fi->tx_attr->size + fi->rx_attr->size + 64,
+	};
+	step = "completion queue";
+	if (fi_cq_open(p->domain, &cq_attr, &p->cq, NULL)) {
+		cq_attr.wait_obj = FI_WAIT_NONE;
+		if ((rc = fi_cq_open(p->domain, &cq_attr, &p->cq, NULL)))
+			goto err;
+	} else {
+		int fd = -1;
+		p->waitable = fi_control(&p->cq->fid, FI_GETWAIT, &fd) == 0 &&
+			      fd >= 0;
+		if (!p->waitable) {
+			fi_close(&p->cq->fid);
+			cq_attr.wait_obj = FI_WAIT_NONE;
+			if ((rc = fi_cq_open(p->domain, &cq_attr, &p->cq,
+					     NULL)))
+				goto err;
+		}
+	}
+	step = "endpoint";
+	if ((rc = fi_endpoint(p->domain, fi, &p->ep, NULL)))
+		goto err;
+	if ((rc = fi_ep_bind(p->ep, &p->av->fid, 0)) ||
+	    (rc = fi_ep_bind(p->ep, &p->cq->fid, FI_TRANSMIT | FI_RECV)))
+		goto err;
+	size_t msgmax = PCORI_WIRE_HDR_SIZE + pcori_net.frag_size;
+	/*
+	 * The threshold belongs before fi_enable, except that shm (up to
+	 * libfabric 2.0) crashes there and only honours it afterwards.
+	 */
+	bool shm = !strncmp(provider, "shm", 3);
+	step = "multi-receive threshold";
+	if (p->multi_recv && !shm &&
+	    (rc = fi_setopt(&p->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV,
+			    &msgmax, sizeof(msgmax))))
+		goto err;
+	step = "enable";
+	if ((rc = fi_enable(p->ep)))
+		goto err;
+	step = "multi-receive threshold";
+	if (p->multi_recv && shm &&
+	    (rc = fi_setopt(&p->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV,
+			    &msgmax, sizeof(msgmax))))
+		goto err;
+
+	/* The DMA range, for remote reads of rendezvous data. */
+	void *dbase;
+	size_t dlen;
+	pcori_dma_range(&dbase, &dlen);
+	step = "register DMA memory";
+	if ((rc = fi_mr_reg(p->domain, dbase, dlen, FI_REMOTE_READ, 0, 1, 0,
+			    &p->dma_mr, NULL)))
+		goto err;
+	p->dma_key = fi_mr_key(p->dma_mr);
+	p->dma_base = dbase;
+	p->dma_len = dlen;
+
+	int nbuf = p->multi_recv ? OFI_SLABS : OFI_SINGLE_BUFS;
+	size_t blen = p->multi_recv ? msgmax * OFI_SLAB_FRAGS : msgmax;
+	p->rx = calloc((size_t)nbuf, sizeof(*p->rx));
+	if (!p->rx) {
+		rc = -FI_ENOMEM;
+		goto err;
+	}
+	for (int i = 0; i < nbuf; i++) {
+		p->rx[i].ctx.kind = PCORI_CTX_RX;
+		p->rx[i].port = p;
+		p->rx[i].len = blen;
+		p->rx[i].buf = aligned_alloc(PCORI_CACHELINE, blen);
+		if (!p->rx[i].buf) {
+			rc = -FI_ENOMEM;
+			goto err;
+		}
+		int prc = post_rx(p, &p->rx[i]);
+		if (prc) {
+			ofi_close(&p->base);
+			return prc;
+		}
+	}
+
+	pcori_port_info_t *info = &p->base.info;
+	snprintf(info->provider, sizeof(info->provider), "%s", provider);
+	network_of(fi, provider, pcori_rt.host, info->network,
+		   sizeof(info->network));
+	info->link_class = (uint8_t)link_class_of(provider);
+	size_t alen = sizeof(info->addr);
+	step = "get address";
+	if ((rc = fi_getname(&p->ep->fid, info->addr, &alen)))
+		goto err;
+	info->addrlen = (uint16_t)alen;
+	p->base.inject_max = fi->tx_attr->inject_size;
+	p->base.can_read = (fi->caps & FI_READ) != 0;
+	PCORI_INFO(PCORI_SUB_DISPATCH,
+		   "port %d: %s domain %s network %s, %s receive buffers, "
+		   "%s",
+		   index, provider, fi->domain_attr->name, info->network,
+		   p->multi_recv ? "multi" : "single",
+		   p->waitable ? "waits on a descriptor" : "waits by polling");
+	*port_p = &p->base;
+	return PCOR_OK;
+err:;
+	int st = fi_status(rc, step, p);
+	ofi_close(&p->base);
+	return st;
+}
+
+int pcori_port_ofi_open(const char *provider, int index,
+			pcori_port_t **ports_p, int max, int *n_p)
+{
+	struct fi_info *info = NULL;
+	int rc = -FI_ENODATA;
+	*n_p = 0;
+	/* Multi-receive slabs where the provider has them. */
+	for (int mr = 1; mr >= 0 && rc; mr--) {
+		struct fi_info *h = make_hints(provider, mr);
+		if (!h)
+			return PCOR_ERR_NOMEM;
+		rc = fi_getinfo(OFI_VERSION, NULL, NULL, 0, h, &info);
+		fi_freeinfo(h);
+	}
+	if (rc) {
+		PCORI_INFO(PCORI_SUB_DISPATCH, "provider %s: not usable: %s",
+			   provider, fi_strerror(-rc));
+		return PCOR_ERR_NOSUPPORT;
+	}
+	/* One port per domain; IPv4 before IPv6 duplicates of it. */
+	int n = 0;
+	char seen[PCORI_MAX_PORTS][64];
+	for (struct fi_info *fi = info; fi && n < max; fi = fi->next) {
+		const char *dom = fi->domain_attr->name;
+		if (!iface_wanted(dom))
+			continue;
+		if (fi->addr_format == FI_SOCKADDR_IN6)
+			continue;
+		bool dup = false;
+		for (int i = 0; i < n; i++)
+			dup |= !strcmp(seen[i], dom ? dom : "");
+		if (dup)
+			continue;
+		pcori_port_t *p;
+		if (open_one(fi, provider, index + n, &p) == PCOR_OK) {
+			snprintf(seen[n], sizeof(seen[n]), "%s", dom ? dom : "");
+			ports_p[n++] = p;
+		}
+	}
+	fi_freeinfo(info);
+	*n_p = n;
+	return n ? PCOR_OK : PCOR_ERR_NOSUPPORT;
+}

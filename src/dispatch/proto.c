@@ -1,0 +1,1565 @@
+/*
+ * proto.c -- the inter-process message protocol.
+ *
+ * Design notes
+ *  - Streams.  Messages from one thread to one process form a stream with
+ *    consecutive sequence numbers.  The receiver starts messages strictly
+ *    in sequence, so matching (done when a message starts) keeps the
+ *    sender's order; fabrics are asked for send-after-send ordering.
+ *  - Eager messages (up to PCOR_EAGER_MAX) go as fragments of at most
+ *    PCOR_FRAG_SIZE, straight into a posted receive when one matches the
+ *    first fragment, else into an MCB (the unexpected queue keeps its
+ *    place from the first fragment on).  A 32-bit bitmap per window
+ *    records what has arrived: duplicates and strays are dropped.
+ *  - Refusal.  A receiver with no MCB (or budget) for a new message sends
+ *    a NACK and drops that message and everything after it in the stream.
+ *    The sender goes back to the refused message and resends from there
+ *    after a back-off that doubles (the paper's retransmission on lack of
+ *    resources).  So nothing is lost and receiver memory stays bounded.
+ *  - Acknowledgements are cumulative per stream.  They ride on the first
+ *    fragment of a message going the other way when one leaves soon
+ *    enough (PCOR_ACK_DELAY_NS), else go alone; every 32 messages at the
+ *    latest, and always before a dispatcher goes to sleep.  A send
+ *    completes once the receiving process has accepted its message: ack
+ *    for eager sends and copied rendezvous sends, FIN for sendDMA
+ *    rendezvous (the buffer is the sender's until the data is taken).
+ *  - Rendezvous.  Larger messages send only a request (RTS).  When a
+ *    receive takes it, the receiver pulls the data with remote reads
+ *    straight into the receive's buffer, or -- with no remote reads on
+ *    the path -- asks for windows of 32 fragments (CTS) and acknowledges
+ *    each; FIN ends it.
+ *  - Every request touched here is completed outside the stream and
+ *    queue locks, through a small list of deferred actions.
+ */
+#include "dispatch.h"
+
+#define ACK_EVERY 32u         /* messages before an ack must go */
+#define BACKOFF_MIN_US 100u
+#define BACKOFF_MAX_US 50000u
+#define READ_CHUNK ((size_t)8 << 20)
+
+pcori_net_t pcori_net;
+
+static inline bool seq_lt(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) < 0;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+/* Fill a header with this job's constants. */
+static void hdr_init(pcori_wire_hdr_t *h, uint8_t type, int dst_pid)
+{
+	memset(h, 0, sizeof(*h));
+	h->version = PCORI_WIRE_VERSION;
+	h->type = type;
+	h->hops = PCORI_WIRE_MAX_HOPS;
+	h->key_check = pcori_net.lim.key_check;
+	h->src_pid = pcori_rt.pid;
+	h->dst_pid = dst_pid;
+}
+
+/* Control messages that could not be posted yet wait here. */
+typedef struct ctlmsg {
+	pcori_ctx_t ctx; /* PCORI_CTX_TXCTL */
+	pcori_list_t link;
+	pcori_peer_t *peer;
+	size_t len;
+	uint8_t buf[];
+} ctlmsg_t;
+
+static struct {
+	pcori_lock_t lock; /* guards list */
+	pcori_list_t list;
+	_Atomic int n;
+} ctlq = {.lock = PCORI_LOCK_INITIALIZER, .list = {&ctlq.list, &ctlq.list}};
+
+static void ctlq_push(ctlmsg_t *c)
+{
+	pcori_lock(&ctlq.lock);
+	pcori_list_push_back(&ctlq.list, &c->link);
+	atomic_fetch_add(&ctlq.n, 1);
+	pcori_unlock(&ctlq.lock);
+	pcori_dispatch_kick();
+}
+
+/*
+ * Post a header plus body as one control message; if the send queue is
+ * full, keep a copy and post it later (control messages are never lost).
+ */
+static int ctl_post(pcori_peer_t *peer, const uint8_t *hdr, const void *body,
+		    size_t blen)
+{
+	pcori_port_t *p = peer->port;
+	size_t len = PCORI_WIRE_HDR_SIZE + blen;
+	int rc;
+	if (len <= p->inject_max && len <= 512) {
+		uint8_t tmp[512];
+		memcpy(tmp, hdr, PCORI_WIRE_HDR_SIZE);
+		if (blen)
+			memcpy(tmp + PCORI_WIRE_HDR_SIZE, body, blen);
+		rc = p->ops->inject(p, peer->dest, tmp, len);
+		if (rc != PCOR_ERR_AGAIN)
+			return rc;
+	}
+	ctlmsg_t *c = malloc(sizeof(*c) + len);
+	if (!c)
+		return PCOR_ERR_NOMEM;
+	c->ctx.kind = PCORI_CTX_TXCTL;
+	c->peer = peer;
+	c->len = len;
+	memcpy(c->buf, hdr, PCORI_WIRE_HDR_SIZE);
+	if (blen)
+		memcpy(c->buf + PCORI_WIRE_HDR_SIZE, body, blen);
+	if (len > p->inject_max) {
+		struct iovec iov = {c->buf, len};
+		rc = p->ops->sendv(p, peer->dest, &iov, 1, &c->ctx);
+		if (rc == PCOR_OK)
+			return PCOR_OK;
+		if (rc != PCOR_ERR_AGAIN) {
+			free(c);
+			return rc;
+		}
+	}
+	ctlq_push(c);
+	return PCOR_OK;
+}
+
+/* Retry queued control messages.  Returns how many went out. */
+static int ctlq_run(void)
+{
+	if (!atomic_load_explicit(&ctlq.n, memory_order_relaxed))
+		return 0;
+	int done = 0;
+	pcori_lock(&ctlq.lock);
+	while (!pcori_list_empty(&ctlq.list)) {
+		ctlmsg_t *c = PCORI_CONTAINER_OF(ctlq.list.next, ctlmsg_t,
+						 link);
+		pcori_port_t *p = c->peer->port;
+		int rc;
+		if (atomic_load(&c->peer->state) == PCORI_PEER_LOST) {
+			rc = PCOR_ERR_PEER_LOST;
+		} else if (c->len <= p->inject_max) {
+			rc = p->ops->inject(p, c->peer->dest, c->buf, c->len);
+		} else {
+			struct iovec iov = {c->buf, c->len};
+			rc = p->ops->sendv(p, c->peer->dest, &iov, 1, &c->ctx);
+		}
+		if (rc == PCOR_ERR_AGAIN)
+			break;
+		pcori_list_remove(&c->link);
+		atomic_fetch_sub(&ctlq.n, 1);
+		/* A sendv'd message is freed at its completion. */
+		if (rc != PCOR_OK || c->len <= p->inject_max)
+			free(c);
+		done++;
+	}
+	pcori_unlock(&ctlq.lock);
+	return done;
+}
+
+static void send_ctl(pcori_peer_t *peer, uint8_t type, int32_t thid,
+		     uint32_t seq, uint64_t cookie, uint32_t frag_idx,
+		     const pcori_wire_hdr_t *ref)
+{
+	pcori_wire_hdr_t h;
+	uint8_t buf[PCORI_WIRE_HDR_SIZE];
+	hdr_init(&h, type, peer->pid);
+	h.src_thid = 0;
+	h.dst_thid = thid;
+	h.seq = seq;
+	h.cookie = cookie;
+	h.frag_idx = frag_idx;
+	if (ref) { /* CTS repeats the message geometry */
+		h.total_size = ref->total_size;
+		h.frag_count = ref->frag_count;
+	}
+	pcori_wire_encode(&h, buf);
+	int rc = ctl_post(peer, buf, NULL, 0);
+	if (rc && rc != PCOR_ERR_PEER_LOST)
+		PCORI_WARN(PCORI_SUB_DISPATCH, "peer %d: control send: %s",
+			   peer->pid, pcor_strerror(rc));
+}
+
+int pcori_ctrl_send(pcori_peer_t *peer, uint32_t op, const void *body,
+		    size_t len)
+{
+	pcori_wire_hdr_t h;
+	uint8_t hb[PCORI_WIRE_HDR_SIZE];
+	hdr_init(&h, PCORI_W_CTRL, peer->pid);
+	h.src_thid = pcori_self_thid() >= 0 ? pcori_self_thid() : 0;
+	h.ctx = op;
+	h.frag_len = (uint32_t)len;
+	pcori_wire_encode(&h, hb);
+	return ctl_post(peer, hb, body, len);
+}
+
+/* ------------------------------------------------------ deferred work */
+
+/* Completions gathered under locks and carried out after them. */
+typedef struct deferred {
+	int n;
+	struct {
+		enum { D_COMPLETE, D_DELIVER, D_RNDV } what;
+		pcori_req_t *req;
+		int status;
+		void *obj; /* D_DELIVER: the MCB; D_RNDV: the rendezvous */
+	} a[8];
+} deferred_t;
+
+static void defer(deferred_t *d, int what, pcori_req_t *r, int st,
+		  void *obj)
+{
+	PCORI_ASSERT(d->n < (int)PCORI_ARRAY_LEN(d->a));
+	d->a[d->n].what = what;
+	d->a[d->n].req = r;
+	d->a[d->n].status = st;
+	d->a[d->n].obj = obj;
+	d->n++;
+}
+
+static void rndv_go(pcori_rndv_t *v);
+
+static void run_deferred(deferred_t *d)
+{
+	for (int i = 0; i < d->n; i++) {
+		switch (d->a[i].what) {
+		case D_COMPLETE:
+			pcori_req_complete(d->a[i].req, d->a[i].status);
+			break;
+		case D_DELIVER:
+			pcori_mcb_deliver(d->a[i].req, d->a[i].obj);
+			break;
+		case D_RNDV:
+			rndv_go(d->a[i].obj);
+			break;
+		}
+	}
+	d->n = 0;
+}
+
+/* A receive got its whole message (or gave up): report and complete. */
+static void recv_finish(pcori_req_t *r, const pcori_mkey_t *k, size_t size,
+			void *dma_block, int status, deferred_t *d)
+{
+	r->info.pid = k->src_pid;
+	r->info.thid = k->src_thid;
+	r->info.tag = k->tag;
+	r->info.size = size;
+	if (r->kind == PCORI_REQ_RECV_COPY) {
+		if (status == PCOR_OK && size > r->len)
+			status = PCOR_ERR_TRUNCATE;
+	} else {
+		if (status != PCOR_OK && dma_block) {
+			pcori_dma_free(dma_block);
+			dma_block = NULL;
+		}
+		*r->report.dma = dma_block;
+	}
+	defer(d, D_COMPLETE, r, status, NULL);
+}
+
+/* --------------------------------------------------------- send side */
+
+static void txm_free(pcori_txmsg_t *m)
+{
+	pcori_port_t *p = m->ts->peer->port;
+	if (m->reg && p)
+		p->ops->unexpose(p, m->reg);
+	if (m->flags & PCORI_TXM_OWNDMA)
+		pcori_dma_free(m->data);
+	free(m);
+}
+
+/* Done with m?  Stream lock held.  Unlinks it; caller frees after unlock. */
+static bool txm_done(pcori_txmsg_t *m)
+{
+	if (atomic_load_explicit(&m->inflight, memory_order_acquire))
+		return false;
+	if (m->flags & PCORI_TXM_DEAD)
+		return true;
+	if (!(m->flags & PCORI_TXM_ACKED))
+		return false;
+	return !(m->flags & PCORI_TXM_RNDV) || (m->flags & PCORI_TXM_FINNED);
+}
+
+/* The id a rendezvous is named by on the wire (never a raw pointer). */
+static uint64_t txm_cookie(const pcori_txmsg_t *m)
+{
+	return ((uint64_t)m->ts->thid << 32 | m->seq) ^
+	       ((uint64_t)pcori_net.lim.key_check << 16);
+}
+
+static void hdr_for(const pcori_txmsg_t *m, pcori_wire_hdr_t *h, uint8_t type)
+{
+	hdr_init(h, type, m->ts->peer->pid);
+	h->src_thid = m->ts->thid;
+	h->dst_thid = m->dst_thid;
+	h->tag = m->tag;
+	h->ctx = m->mctx;
+	h->seq = m->seq;
+	h->total_size = m->size;
+	h->frag_count = m->nfrags;
+}
+
+/* Take one due ack of the peer's to ride along.  Stream lock held. */
+static bool piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
+{
+	if (pcori_list_empty(&peer->acks) || !pcori_trylock(&peer->rx_lock))
+		return false;
+	bool got = false;
+	if (!pcori_list_empty(&peer->acks)) {
+		pcori_rxstream_t *rs = PCORI_CONTAINER_OF(
+			peer->acks.next, pcori_rxstream_t, ack_link);
+		uint32_t upto = rs->active ? rs->expected - 1 : rs->expected;
+		pcori_list_remove(&rs->ack_link);
+		rs->ack_due_ns = 0;
+		rs->acked = upto;
+		rs->unacked = 0;
+		h->flags |= PCORI_WF_HAS_ACK;
+		h->cookie = (uint64_t)(uint32_t)rs->thid << 32 | upto;
+		got = true;
+	}
+	pcori_unlock(&peer->rx_lock);
+	return got;
+}
+
+/*
+ * Post m (from where it stopped).  Stream lock held.  PCOR_ERR_AGAIN
+ * leaves m->window/progress so the next call continues.
+ */
+static int txm_post(pcori_txmsg_t *m)
+{
+	pcori_peer_t *peer = m->ts->peer;
+	pcori_port_t *p = peer->port;
+	pcori_wire_hdr_t h;
+	int rc;
+
+	if (m->flags & PCORI_TXM_RNDV) {
+		uint8_t *b = m->hdrs;
+		size_t len = PCORI_WIRE_HDR_SIZE + PCORI_WIRE_RTS_SIZE;
+		if (!(m->flags & PCORI_TXM_BUILT)) {
+			/* Built once; a resend after a NACK reuses the bytes. */
+			pcori_wire_rts_t rts = {0};
+			hdr_for(m, &h, PCORI_W_RTS);
+			h.frag_len = PCORI_WIRE_RTS_SIZE;
+			h.cookie = txm_cookie(m);
+			pcori_wire_encode(&h, b);
+			if (!pcori_net.force_stream && p->can_read && m->size &&
+			    p->ops->expose(p, m->data, m->size, &rts.addr,
+					   &rts.key, &m->reg) == PCOR_OK)
+				rts.flags = PCORI_RTS_READABLE;
+			pcori_wire_rts_encode(&rts, b + PCORI_WIRE_HDR_SIZE);
+			m->flags |= PCORI_TXM_BUILT;
+		}
+		if (len <= p->inject_max) {
+			rc = p->ops->inject(p, peer->dest, b, len);
+		} else {
+			struct iovec iov = {b, len};
+			atomic_fetch_add(&m->inflight, 1);
+			rc = p->ops->sendv(p, peer->dest, &iov, 1, &m->ctx);
+			if (rc)
+				atomic_fetch_sub(&m->inflight, 1);
+		}
+		if (rc == PCOR_OK) {
+			m->flags |= PCORI_TXM_SENT;
+			atomic_fetch_add_explicit(&p->st.tx, 1,
+						  memory_order_relaxed);
+		}
+		return rc;
+	}
+
+	/* Eager: fragments window..nfrags-1 (window counts posted ones). */
+	for (uint32_t i = m->window; i < m->nfrags; i++) {
+		size_t off, flen;
+		pcori_frag_bounds(m->size, pcori_net.frag_size, i, &off, &flen);
+		hdr_for(m, &h, PCORI_W_DATA);
+		h.frag_idx = i;
+		h.frag_len = (uint32_t)flen;
+		if (i == 0)
+			piggyback(peer, &h);
+		uint8_t *hb = m->hdrs + (size_t)i * PCORI_WIRE_HDR_SIZE;
+		pcori_wire_encode(&h, hb);
+		const char *src = (const char *)m->data + off;
+		if (PCORI_WIRE_HDR_SIZE + flen <= p->inject_max) {
+			uint8_t tmp[PCORI_WIRE_HDR_SIZE + 256];
+			if (flen <= 256) {
+				memcpy(tmp, hb, PCORI_WIRE_HDR_SIZE);
+				memcpy(tmp + PCORI_WIRE_HDR_SIZE, src, flen);
+				rc = p->ops->inject(p, peer->dest, tmp,
+						    PCORI_WIRE_HDR_SIZE + flen);
+				goto posted;
+			}
+		}
+		struct iovec iov[2] = {{hb, PCORI_WIRE_HDR_SIZE},
+				       {(void *)src, flen}};
+		atomic_fetch_add(&m->inflight, 1);
+		rc = p->ops->sendv(p, peer->dest, iov, flen ? 2 : 1, &m->ctx);
+		if (rc)
+			atomic_fetch_sub(&m->inflight, 1);
+posted:
+		if (rc)
+			return rc;
+		m->window = (uint16_t)(i + 1);
+		atomic_fetch_add_explicit(&p->st.tx, 1, memory_order_relaxed);
+	}
+	m->flags |= PCORI_TXM_SENT;
+	return PCOR_OK;
+}
+
+static void timer_arm(pcori_txstream_t *ts, uint64_t when)
+{
+	PCORI_ASSERT_LOCKED(&ts->lock);
+	ts->resume_ns = when ? when : 1;
+	pcori_lock(&pcori_net.timer_lock);
+	if (pcori_list_empty(&ts->timer_link)) {
+		pcori_list_push_back(&pcori_net.timers, &ts->timer_link);
+		atomic_fetch_add(&pcori_net.ntimers, 1);
+	}
+	pcori_unlock(&pcori_net.timer_lock);
+	pcori_dispatch_kick();
+}
+
+/* Post waiting messages in order until one does not go.  Lock held. */
+static int flush_waiting(pcori_txstream_t *ts)
+{
+	int n = 0;
+	while (!pcori_list_empty(&ts->waiting)) {
+		pcori_txmsg_t *m = PCORI_CONTAINER_OF(ts->waiting.next,
+						      pcori_txmsg_t, link);
+		int rc = txm_post(m);
+		if (rc == PCOR_ERR_AGAIN) {
+			timer_arm(ts, pcori_now_ns() + 20000);
+			break;
+		}
+		pcori_list_remove(&m->link);
+		if (rc) {
+			/* The fabric refused it for good: fail the send. */
+			PCORI_WARN(PCORI_SUB_DISPATCH,
+				   "peer %d: message seq %u lost: %s",
+				   ts->peer->pid, m->seq, pcor_strerror(rc));
+			m->flags |= PCORI_TXM_DEAD;
+			if (m->req)
+				pcori_req_complete(m->req, rc);
+			m->req = NULL;
+			if (txm_done(m))
+				txm_free(m);
+			continue;
+		}
+		pcori_list_push_back(&ts->sent, &m->link);
+		n++;
+	}
+	return n;
+}
+
+static pcori_txstream_t *txstream_of(pcori_peer_t *peer, int thid)
+{
+	pcori_txstream_t *ts = atomic_load_explicit(&peer->tx[thid],
+						    memory_order_acquire);
+	if (PCORI_LIKELY(ts))
+		return ts;
+	pcori_txstream_t *n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	pcori_lock_init(&n->lock);
+	n->peer = peer;
+	n->thid = thid;
+	pcori_list_init(&n->sent);
+	pcori_list_init(&n->waiting);
+	pcori_list_init(&n->waiting_fin);
+	pcori_list_init(&n->streaming);
+	pcori_list_init(&n->orphans);
+	pcori_list_init(&n->timer_link);
+	n->backoff_us = BACKOFF_MIN_US;
+	if (!atomic_compare_exchange_strong(&peer->tx[thid], &ts, n)) {
+		free(n);
+		return ts;
+	}
+	return n;
+}
+
+int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
+		      uint32_t ctx, const void *buf, size_t len,
+		      unsigned flags, pcor_handle_t *h_p)
+{
+	pcori_peer_t *peer = pcori_peer_get(pid);
+	if (!peer)
+		return PCOR_ERR_BADPID;
+	int rc = pcori_peer_ready(peer);
+	if (rc)
+		return rc;
+	int self = pcori_self_thid();
+	pcori_txstream_t *ts = txstream_of(peer, self);
+	if (!ts)
+		return PCOR_ERR_NOMEM;
+
+	const bool copy = kind == PCORI_REQ_SEND_COPY;
+	const bool rndv = len > pcori_net.eager_max;
+	uint32_t nfrags = pcori_frag_count(len, pcori_net.frag_size);
+	size_t nhdr = rndv ? 2 * PCORI_FRAG_WINDOW : nfrags;
+	size_t hbytes = nhdr * PCORI_WIRE_HDR_SIZE;
+	if (rndv && hbytes < PCORI_WIRE_HDR_SIZE + PCORI_WIRE_RTS_SIZE)
+		hbytes = PCORI_WIRE_HDR_SIZE + PCORI_WIRE_RTS_SIZE;
+	size_t inline_copy = copy && !rndv ? len : 0;
+	pcori_txmsg_t *m = malloc(sizeof(*m) + hbytes + inline_copy);
+	if (!m)
+		return PCOR_ERR_NOMEM;
+	memset(m, 0, sizeof(*m));
+	m->ctx.kind = PCORI_CTX_TX;
+	m->ts = ts;
+	m->dst_thid = thid;
+	m->tag = tag;
+	m->mctx = ctx;
+	m->size = len;
+	m->nfrags = nfrags;
+	m->hdrs = (uint8_t *)(m + 1);
+	pcori_list_init(&m->link);
+	pcori_list_init(&m->slink);
+	if (rndv)
+		m->flags |= PCORI_TXM_RNDV;
+	if (inline_copy) {
+		m->data = m->hdrs + hbytes;
+		memcpy(m->data, buf, len);
+	} else if (copy) {
+		/* A rendezvous copy must be readable: DMA memory. */
+		rc = pcori_dma_alloc(len, &m->data);
+		if (rc) {
+			free(m);
+			return rc == PCOR_ERR_BADSIZE ? rc : PCOR_ERR_NOMEM;
+		}
+		memcpy(m->data, buf, len);
+		m->flags |= PCORI_TXM_OWNDMA;
+	} else {
+		m->data = (void *)buf;
+		if (flags & PCOR_SEND_HANDOVER)
+			m->flags |= PCORI_TXM_OWNDMA;
+	}
+
+	pcori_req_t *s = pcori_req_alloc();
+	if (!s) {
+		txm_free(m);
+		return PCOR_ERR_AGAIN;
+	}
+	s->kind = (uint16_t)kind;
+	s->flags = (uint16_t)(flags | PCORI_REQF_REMOTE);
+	s->pid = pid;
+	s->thid = thid;
+	s->tag = tag;
+	s->ctx = ctx;
+	m->req = s;
+	*h_p = pcori_req_handle(s);
+
+	pcori_lock(&ts->lock);
+	m->seq = ts->next_seq++;
+	bool queued = !pcori_list_empty(&ts->waiting) || ts->resume_ns;
+	pcori_list_push_back(&ts->waiting, &m->link);
+	if (!queued)
+		flush_waiting(ts);
+	pcori_unlock(&ts->lock);
+	return PCOR_OK;
+}
+
+/* Complete what an ack covers.  Stream lock held. */
+static void ack_upto(pcori_txstream_t *ts, uint32_t upto, pcori_list_t *dead,
+		     deferred_t *d)
+{
+	pcori_list_t *pos, *tmp;
+	pcori_list_foreach_safe(pos, tmp, &ts->sent)
+	{
+		pcori_txmsg_t *m = PCORI_CONTAINER_OF(pos, pcori_txmsg_t, link);
+		if (!seq_lt(m->seq, upto))
+			break;
+		m->flags |= PCORI_TXM_ACKED;
+		/* sendDMA rendezvous: the buffer is needed until FIN. */
+		bool wait_fin = (m->flags & PCORI_TXM_RNDV) &&
+				!(m->flags & PCORI_TXM_FINNED) &&
+				m->req && m->req->kind == PCORI_REQ_SEND_DMA &&
+				!(m->req->flags & PCOR_SEND_HANDOVER);
+		if (m->req && !wait_fin) {
+			defer(d, D_COMPLETE, m->req, PCOR_OK, NULL);
+			m->req = NULL;
+			if (d->n == (int)PCORI_ARRAY_LEN(d->a)) {
+				pcori_unlock(&ts->lock);
+				run_deferred(d);
+				pcori_lock(&ts->lock);
+			}
+		}
+		pcori_list_remove(pos);
+		if (txm_done(m))
+			pcori_list_push_back(dead, pos);
+		else if (m->flags & PCORI_TXM_RNDV)
+			pcori_list_push_back(&ts->waiting_fin, pos);
+		/* else: provider completions outstanding; tx_done frees */
+	}
+	ts->backoff_us = BACKOFF_MIN_US;
+}
+
+static void free_list(pcori_list_t *l)
+{
+	while (!pcori_list_empty(l)) {
+		pcori_list_t *n = l->next;
+		pcori_list_remove(n);
+		txm_free(PCORI_CONTAINER_OF(n, pcori_txmsg_t, link));
+	}
+}
+
+static void on_ack(pcori_peer_t *peer, int32_t thid, uint32_t upto)
+{
+	pcori_txstream_t *ts = atomic_load_explicit(&peer->tx[thid],
+						    memory_order_acquire);
+	if (!ts)
+		return;
+	pcori_list_t dead;
+	deferred_t d = {0};
+	pcori_list_init(&dead);
+	pcori_lock(&ts->lock);
+	ack_upto(ts, upto, &dead, &d);
+	pcori_unlock(&ts->lock);
+	run_deferred(&d);
+	free_list(&dead);
+}
+
+static void on_nack(pcori_port_t *port, pcori_peer_t *peer, int32_t thid,
+		    uint32_t seq)
+{
+	pcori_txstream_t *ts = atomic_load_explicit(&peer->tx[thid],
+						    memory_order_acquire);
+	if (!ts)
+		return;
+	atomic_fetch_add_explicit(&port->st.nack_rcvd, 1, memory_order_relaxed);
+	pcori_lock(&ts->lock);
+	/* Go back: everything from seq on is resent, in order, later. */
+	pcori_list_t back;
+	pcori_list_init(&back);
+	pcori_list_t *pos, *tmp;
+	pcori_list_foreach_safe(pos, tmp, &ts->sent)
+	{
+		pcori_txmsg_t *m = PCORI_CONTAINER_OF(pos, pcori_txmsg_t, link);
+		if (seq_lt(m->seq, seq))
+			continue;
+		pcori_list_remove(pos);
+		m->window = 0;
+		pcori_list_push_back(&back, pos);
+	}
+	if (!pcori_list_empty(&back)) {
+		/* Splice back in front of what never left. */
+		back.prev->next = ts->waiting.next;
+		ts->waiting.next->prev = back.prev;
+		ts->waiting.next = back.next;
+		back.next->prev = &ts->waiting;
+		uint64_t when = pcori_now_ns() + (uint64_t)ts->backoff_us * 1000;
+		ts->backoff_us = PCORI_MIN(ts->backoff_us * 2, BACKOFF_MAX_US);
+		timer_arm(ts, when);
+	}
+	pcori_unlock(&ts->lock);
+}
+
+/* Find a rendezvous message of a stream by its cookie.  Lock held. */
+static pcori_txmsg_t *find_rndv(pcori_txstream_t *ts, uint64_t cookie)
+{
+	pcori_list_t *lists[] = {&ts->sent, &ts->waiting_fin};
+	for (int i = 0; i < 2; i++) {
+		pcori_list_t *pos;
+		pcori_list_foreach(pos, lists[i])
+		{
+			pcori_txmsg_t *m = PCORI_CONTAINER_OF(pos,
+							      pcori_txmsg_t,
+							      link);
+			if ((m->flags & PCORI_TXM_RNDV) &&
+			    txm_cookie(m) == cookie)
+				return m;
+		}
+	}
+	return NULL;
+}
+
+static void on_fin(pcori_peer_t *peer, int32_t thid, uint64_t cookie)
+{
+	pcori_txstream_t *ts = atomic_load_explicit(&peer->tx[thid],
+						    memory_order_acquire);
+	if (!ts)
+		return;
+	deferred_t d = {0};
+	pcori_txmsg_t *dead = NULL;
+	pcori_lock(&ts->lock);
+	pcori_txmsg_t *m = find_rndv(ts, cookie);
+	if (m) {
+		m->flags |= PCORI_TXM_FINNED;
+		if (m->req) {
+			defer(&d, D_COMPLETE, m->req, PCOR_OK, NULL);
+			m->req = NULL;
+		}
+		if (txm_done(m)) {
+			pcori_list_remove(&m->link);
+			dead = m;
+		}
+	}
+	pcori_unlock(&ts->lock);
+	run_deferred(&d);
+	if (dead)
+		txm_free(dead);
+}
+
+/* Post the pending fragments of a streamed rendezvous.  Lock held. */
+static void stream_post(pcori_txmsg_t *m)
+{
+	pcori_txstream_t *ts = m->ts;
+	pcori_peer_t *peer = ts->peer;
+	pcori_port_t *p = peer->port;
+	while (m->sfrag < m->send) {
+		uint32_t i = m->sfrag;
+		size_t off, flen;
+		pcori_wire_hdr_t h;
+		pcori_frag_bounds(m->size, pcori_net.frag_size, i, &off, &flen);
+		hdr_for(m, &h, PCORI_W_DATA);
+		h.flags = PCORI_WF_RNDV;
+		h.cookie = txm_cookie(m);
+		h.frag_idx = i;
+		h.frag_len = (uint32_t)flen;
+		/* Two banks: a window's headers live until the next is asked. */
+		uint8_t *hb = m->hdrs + ((size_t)((i / PCORI_FRAG_WINDOW) & 1) *
+						 PCORI_FRAG_WINDOW +
+					 i % PCORI_FRAG_WINDOW) *
+						PCORI_WIRE_HDR_SIZE;
+		pcori_wire_encode(&h, hb);
+		struct iovec iov[2] = {{hb, PCORI_WIRE_HDR_SIZE},
+				       {(char *)m->data + off, flen}};
+		atomic_fetch_add(&m->inflight, 1);
+		int rc = p->ops->sendv(p, peer->dest, iov, 2, &m->ctx);
+		if (rc) {
+			atomic_fetch_sub(&m->inflight, 1);
+			if (rc == PCOR_ERR_AGAIN) {
+				if (pcori_list_empty(&m->slink))
+					pcori_list_push_back(&ts->streaming,
+							     &m->slink);
+				timer_arm(ts, pcori_now_ns() + 20000);
+				return;
+			}
+			PCORI_WARN(PCORI_SUB_DISPATCH,
+				   "peer %d: streamed fragment %u not sent: %s",
+				   peer->pid, i, pcor_strerror(rc));
+			m->sfrag = m->send;
+			break;
+		}
+		atomic_fetch_add_explicit(&p->st.tx, 1, memory_order_relaxed);
+		m->sfrag++;
+	}
+	if (!pcori_list_empty(&m->slink))
+		pcori_list_remove(&m->slink);
+}
+
+/* The receiver wants window w of a streamed rendezvous. */
+static void on_cts(pcori_peer_t *peer, int32_t thid, uint64_t cookie,
+		   uint32_t w)
+{
+	pcori_txstream_t *ts = atomic_load_explicit(&peer->tx[thid],
+						    memory_order_acquire);
+	if (!ts)
+		return;
+	pcori_lock(&ts->lock);
+	pcori_txmsg_t *m = find_rndv(ts, cookie);
+	uint32_t first = w * PCORI_FRAG_WINDOW;
+	if (m && first < m->nfrags) {
+		m->sfrag = first;
+		m->send = PCORI_MIN(first + PCORI_FRAG_WINDOW, m->nfrags);
+		stream_post(m);
+	}
+	pcori_unlock(&ts->lock);
+}
+
+void pcori_port_tx_done(pcori_port_t *p, pcori_ctx_t *ctx, int status)
+{
+	(void)p;
+	if (ctx->kind == PCORI_CTX_TXCTL) {
+		free(ctx);
+		return;
+	}
+	pcori_txmsg_t *m = (pcori_txmsg_t *)ctx;
+	pcori_txstream_t *ts = m->ts;
+	bool dead = false;
+	deferred_t d = {0};
+	pcori_lock(&ts->lock);
+	if (status && !(m->flags & PCORI_TXM_DEAD)) {
+		/* A send the fabric failed: the peer is likely gone. */
+		m->flags |= PCORI_TXM_DEAD;
+		if (m->req) {
+			defer(&d, D_COMPLETE, m->req,
+			      atomic_load(&ts->peer->state) == PCORI_PEER_LOST
+				      ? PCOR_ERR_PEER_LOST
+				      : status,
+			      NULL);
+			m->req = NULL;
+		}
+	}
+	if (atomic_fetch_sub_explicit(&m->inflight, 1, memory_order_acq_rel) ==
+		    1 &&
+	    txm_done(m)) {
+		pcori_list_remove(&m->link);
+		dead = true;
+	}
+	pcori_unlock(&ts->lock);
+	run_deferred(&d);
+	if (dead)
+		txm_free(m);
+}
+
+/* ------------------------------------------------------ receive side */
+
+static pcori_rxstream_t *rxstream_of(pcori_peer_t *peer, int thid)
+{
+	PCORI_ASSERT_LOCKED(&peer->rx_lock);
+	pcori_rxstream_t *rs = peer->rx[thid];
+	if (PCORI_LIKELY(rs))
+		return rs;
+	rs = calloc(1, sizeof(*rs));
+	if (!rs)
+		return NULL;
+	rs->thid = thid;
+	pcori_list_init(&rs->ack_link);
+	peer->rx[thid] = rs;
+	return rs;
+}
+
+static void ack_schedule(pcori_peer_t *peer, pcori_rxstream_t *rs,
+			 bool now)
+{
+	PCORI_ASSERT_LOCKED(&peer->rx_lock);
+	if (pcori_list_empty(&rs->ack_link)) {
+		pcori_list_push_back(&peer->acks, &rs->ack_link);
+		atomic_fetch_add(&pcori_net.acks_pending, 1);
+		rs->ack_due_ns = pcori_now_ns() +
+				 (uint64_t)pcori_rt.cfg.ack_delay_ns;
+	}
+	if (now || rs->unacked >= ACK_EVERY)
+		rs->ack_due_ns = 1;
+}
+
+/* Send due acks of one peer (all of them if force).  Returns count. */
+static int acks_flush_peer(pcori_peer_t *peer, uint64_t now, bool force)
+{
+	struct {
+		int32_t thid;
+		uint32_t upto;
+	} out[16];
+	int n = 0;
+	pcori_lock(&peer->rx_lock);
+	pcori_list_t *pos, *tmp;
+	pcori_list_foreach_safe(pos, tmp, &peer->acks)
+	{
+		pcori_rxstream_t *rs = PCORI_CONTAINER_OF(pos, pcori_rxstream_t,
+							  ack_link);
+		if (!force && rs->ack_due_ns > now)
+			continue;
+		if (n == (int)PCORI_ARRAY_LEN(out))
+			break;
+		uint32_t upto = rs->active ? rs->expected - 1 : rs->expected;
+		pcori_list_remove(pos);
+		atomic_fetch_sub(&pcori_net.acks_pending, 1);
+		rs->ack_due_ns = 0;
+		rs->acked = upto;
+		rs->unacked = 0;
+		out[n].thid = rs->thid;
+		out[n].upto = upto;
+		n++;
+	}
+	pcori_unlock(&peer->rx_lock);
+	for (int i = 0; i < n; i++)
+		send_ctl(peer, PCORI_W_ACK, out[i].thid, out[i].upto, 0, 0,
+			 NULL);
+	return n;
+}
+
+int pcori_acks_flush(bool force)
+{
+	if (!atomic_load_explicit(&pcori_net.acks_pending,
+				  memory_order_relaxed))
+		return 0;
+	uint64_t now = pcori_now_ns();
+	int n = 0, np = atomic_load(&pcori_net.npeers);
+	pcori_peer_t **peers = atomic_load(&pcori_net.peers);
+	for (int i = 0; i < np; i++)
+		if (peers[i] && !pcori_list_empty(&peers[i]->acks))
+			n += acks_flush_peer(peers[i], now, force);
+	return n;
+}
+
+static pcori_rndv_t *rndv_new(pcori_req_t *r, pcori_peer_t *peer,
+			      const pcori_mkey_t *k, size_t size,
+			      const pcori_wire_rts_t *rts, uint64_t cookie,
+			      uint32_t nfrags);
+
+/* Where a new message goes: a posted receive, or a fresh MCB. */
+static int start_message(pcori_peer_t *peer, pcori_rxstream_t *rs,
+			 const pcori_wire_hdr_t *h, const pcori_mkey_t *k,
+			 bool rndv, const pcori_wire_rts_t *rts, deferred_t *d)
+{
+	pcori_mq_t *mq = &pcori_msg.mqs[h->dst_thid];
+	size_t size = (size_t)h->total_size;
+	pcori_lock(&mq->lock);
+	pcori_req_t *r = pcori_mq_take_posted(mq, k);
+	pcori_mcb_t *m = NULL;
+	if (!r) {
+		size_t held = (!rndv && size > PCORI_MCB_INLINE) ? size : 0;
+		uint64_t dl = 0;
+		m = pcori_mcb_get(held, false, &dl);
+		if (m && held && pcori_dma_alloc(size, &m->data)) {
+			pcori_mcb_release(m);
+			m = NULL;
+		}
+		if (!m) {
+			pcori_unlock(&mq->lock);
+			return PCOR_ERR_AGAIN;
+		}
+		m->hent.key = *k;
+		m->size = size;
+		m->seq = h->seq;
+		m->origin = peer;
+		if (rndv) {
+			m->flags = PCORI_MCB_RNDV;
+			m->rts_addr = rts->addr;
+			m->rts_key = rts->key;
+			m->rts_flags = rts->flags;
+			m->cookie = h->cookie;
+			m->reasm.nfrags = h->frag_count;
+			atomic_store(&m->mstate, PCORI_MCB_COMPLETE);
+		} else if (held) {
+			m->flags = PCORI_MCB_DMA_DATA;
+		} else {
+			m->flags = PCORI_MCB_INLINE_DATA;
+			m->data = m->inl;
+		}
+		pcori_mq_add_unexp(mq, m);
+	}
+	pcori_unlock(&mq->lock);
+
+	rs->expected++;
+	rs->req = r;
+	rs->mcb = m;
+	rs->size = size;
+	if (rndv) {
+		rs->active = false;
+		rs->req = NULL;
+		rs->mcb = NULL;
+		if (r) {
+			pcori_rndv_t *v = rndv_new(r, peer, k, size, rts,
+						   h->cookie, h->frag_count);
+			if (v)
+				defer(d, D_RNDV, r, 0, v);
+			else
+				recv_finish(r, k, size, NULL, PCOR_ERR_NOMEM, d);
+		}
+		return PCOR_OK;
+	}
+	rs->active = true;
+	pcori_reasm_init(&rs->reasm, h->frag_count);
+	if (r && r->kind == PCORI_REQ_RECV_DMA) {
+		r->buf = NULL;
+		r->len = size;
+		if (size && pcori_dma_alloc(size, &r->buf))
+			r->buf = NULL; /* reported as NOMEM at the end */
+	}
+	return PCOR_OK;
+}
+
+static void refuse(pcori_port_t *port, pcori_peer_t *peer,
+		   const pcori_wire_hdr_t *h)
+{
+	atomic_fetch_add_explicit(&port->st.nack_sent, 1, memory_order_relaxed);
+	send_ctl(peer, PCORI_W_NACK, h->src_thid, h->seq, 0, 0, NULL);
+}
+
+/* A new message must be the next of its stream. */
+static bool in_sequence(pcori_port_t *port, pcori_peer_t *peer,
+			pcori_rxstream_t *rs, const pcori_wire_hdr_t *h)
+{
+	if (h->seq == rs->expected && !rs->active)
+		return true;
+	if (seq_lt(h->seq, rs->expected)) {
+		/* Seen before (a resend crossed our ack): ack again. */
+		atomic_fetch_add_explicit(&port->st.dup, 1,
+					  memory_order_relaxed);
+		ack_schedule(peer, rs, true);
+	}
+	/* Else it follows a refused message: dropped, it will come again. */
+	return false;
+}
+
+static void rx_data(pcori_port_t *port, pcori_peer_t *peer,
+		    const pcori_wire_hdr_t *h, const uint8_t *payload)
+{
+	deferred_t d = {0};
+	uint32_t ack_thid = 0, ack_upto = 0;
+	bool ack = false;
+	pcori_mkey_t k = {h->src_pid, h->src_thid, h->dst_thid, h->tag, h->ctx};
+
+	pcori_lock(&peer->rx_lock);
+	pcori_rxstream_t *rs = rxstream_of(peer, h->src_thid);
+	if (!rs)
+		goto out;
+	if (h->frag_idx == 0) {
+		if (!in_sequence(port, peer, rs, h))
+			goto out;
+		if (h->flags & PCORI_WF_HAS_ACK) {
+			ack = true;
+			ack_thid = (uint32_t)(h->cookie >> 32);
+			ack_upto = (uint32_t)h->cookie;
+		}
+		if (start_message(peer, rs, h, &k, false, NULL, &d)) {
+			refuse(port, peer, h);
+			goto out;
+		}
+	} else if (!rs->active || h->seq != rs->expected - 1) {
+		goto out; /* part of a refused message */
+	}
+	pcori_frag_verdict_t v = pcori_reasm_accept(&rs->reasm, h->frag_idx);
+	if (v != PCORI_FRAG_NEW) {
+		atomic_fetch_add_explicit(&port->st.dup, 1,
+					  memory_order_relaxed);
+		goto out;
+	}
+	size_t off = (size_t)h->frag_idx * pcori_net.frag_size;
+	size_t flen = h->frag_len;
+	if (rs->req) {
+		pcori_req_t *r = rs->req;
+		if (r->buf && off < r->len)
+			memcpy((char *)r->buf + off, payload,
+			       PCORI_MIN(flen, r->len - off));
+	} else {
+		memcpy((char *)rs->mcb->data + off, payload, flen);
+	}
+	if (pcori_reasm_window_done(&rs->reasm) &&
+	    !pcori_reasm_complete(&rs->reasm))
+		pcori_reasm_advance(&rs->reasm);
+	if (pcori_reasm_complete(&rs->reasm)) {
+		rs->active = false;
+		rs->unacked++;
+		ack_schedule(peer, rs, false);
+		if (rs->req) {
+			pcori_req_t *r = rs->req;
+			int st = PCOR_OK;
+			void *blk = NULL;
+			if (r->kind == PCORI_REQ_RECV_DMA) {
+				blk = r->buf;
+				if (rs->size && !blk)
+					st = PCOR_ERR_NOMEM;
+			}
+			recv_finish(r, &k, rs->size, blk, st, &d);
+		} else {
+			pcori_mcb_t *m = rs->mcb;
+			if (atomic_fetch_or(&m->mstate, PCORI_MCB_COMPLETE) &
+			    PCORI_MCB_CLAIMED)
+				defer(&d, D_DELIVER, m->rreq, 0, m);
+		}
+		rs->req = NULL;
+		rs->mcb = NULL;
+	}
+out:
+	pcori_unlock(&peer->rx_lock);
+	run_deferred(&d);
+	if (ack)
+		on_ack(peer, (int32_t)ack_thid, ack_upto);
+}
+
+static void rx_rts(pcori_port_t *port, pcori_peer_t *peer,
+		   const pcori_wire_hdr_t *h, const uint8_t *payload)
+{
+	deferred_t d = {0};
+	pcori_wire_rts_t rts;
+	pcori_wire_rts_decode(payload, &rts);
+	pcori_mkey_t k = {h->src_pid, h->src_thid, h->dst_thid, h->tag, h->ctx};
+	pcori_lock(&peer->rx_lock);
+	pcori_rxstream_t *rs = rxstream_of(peer, h->src_thid);
+	if (rs && in_sequence(port, peer, rs, h)) {
+		if (start_message(peer, rs, h, &k, true, &rts, &d)) {
+			refuse(port, peer, h);
+		} else {
+			rs->unacked++;
+			ack_schedule(peer, rs, false);
+		}
+	}
+	pcori_unlock(&peer->rx_lock);
+	run_deferred(&d);
+}
+
+/* -------------------------------------------------------- rendezvous */
+
+static void rndv_unref(pcori_rndv_t *v)
+{
+	if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) == 1)
+		free(v);
+}
+
+/* Complete the receive once (FIN to the sender on success). */
+static void rndv_complete(pcori_rndv_t *v, int status)
+{
+	if (atomic_exchange(&v->done, true))
+		return;
+	deferred_t d = {0};
+	if (status == PCOR_OK)
+		send_ctl(v->peer, PCORI_W_FIN, v->key.src_thid, 0, v->cookie, 0,
+			 NULL);
+	recv_finish(v->req, &v->key, v->size, v->own_dma, status, &d);
+	run_deferred(&d);
+}
+
+/* Take v out of its peer's table; true if this call did. */
+static bool rndv_unlist(pcori_rndv_t *v)
+{
+	pcori_peer_t *peer = v->peer;
+	pcori_rndv_t *found;
+	pcori_lock(&peer->rx_lock);
+	HASH_FIND(hh, peer->rndv, &v->cookie, sizeof(v->cookie), found);
+	if (found == v)
+		HASH_DEL(peer->rndv, v);
+	pcori_unlock(&peer->rx_lock);
+	return found == v;
+}
+
+static void rndv_finish(pcori_rndv_t *v, int status)
+{
+	rndv_complete(v, status);
+	if (rndv_unlist(v))
+		rndv_unref(v);
+}
+
+static pcori_rndv_t *rndv_new(pcori_req_t *r, pcori_peer_t *peer,
+			      const pcori_mkey_t *k, size_t size,
+			      const pcori_wire_rts_t *rts, uint64_t cookie,
+			      uint32_t nfrags)
+{
+	pcori_rndv_t *v = calloc(1, sizeof(*v));
+	if (!v)
+		return NULL;
+	v->ctx.kind = PCORI_CTX_READ;
+	v->cookie = cookie;
+	v->peer = peer;
+	v->port = peer->port;
+	v->req = r;
+	v->key = *k;
+	v->size = size;
+	v->raddr = rts->addr;
+	v->rkey = rts->key;
+	v->readable = (rts->flags & PCORI_RTS_READABLE) &&
+		      peer->port->can_read && !pcori_net.force_stream;
+	pcori_reasm_init(&v->reasm, nfrags);
+	pcori_list_init(&v->qlink);
+	atomic_init(&v->refs, 1);
+	return v;
+}
+
+/* Issue reads from next_off on.  Runs in any thread, no lock held. */
+static void rndv_read_more(pcori_rndv_t *v)
+{
+	while (v->next_off < v->take) {
+		size_t off = v->next_off;
+		size_t n = PCORI_MIN(READ_CHUNK, v->take - off);
+		atomic_fetch_add(&v->refs, 1);
+		atomic_fetch_add(&v->reads, 1);
+		int rc = v->port->ops->read(v->port, v->peer->dest,
+					    (char *)v->dst + off, n,
+					    v->raddr + off, v->rkey, &v->ctx);
+		if (rc) {
+			atomic_fetch_sub(&v->reads, 1);
+			atomic_fetch_sub(&v->refs, 1);
+			if (rc == PCOR_ERR_AGAIN) {
+				/* Try again from the timers: the queue drains. */
+				pcori_lock(&pcori_net.timer_lock);
+				if (pcori_list_empty(&v->qlink)) {
+					atomic_fetch_add(&v->refs, 1);
+					pcori_list_push_back(&pcori_net.readq,
+							     &v->qlink);
+					atomic_fetch_add(&pcori_net.nreadq, 1);
+				}
+				pcori_unlock(&pcori_net.timer_lock);
+				return;
+			}
+			v->next_off = v->take;
+			if (v->status == PCOR_OK)
+				v->status = rc;
+			break;
+		}
+		atomic_fetch_add_explicit(&v->port->st.rma_reads, 1,
+					  memory_order_relaxed);
+		v->next_off = off + n;
+	}
+	/* All asked for; the last completion (or this) finishes. */
+	if (atomic_load(&v->reads) == 0 && v->next_off >= v->take)
+		rndv_finish(v, v->status);
+}
+
+/* Start moving the data of rendezvous v. */
+static void rndv_go(pcori_rndv_t *v)
+{
+	pcori_req_t *r = v->req;
+	pcori_peer_t *peer = v->peer;
+	v->status = PCOR_OK;
+	if (r->kind == PCORI_REQ_RECV_COPY) {
+		v->dst = r->buf;
+		v->take = PCORI_MIN(v->size, r->len);
+	} else {
+		v->take = v->size;
+		if (v->size && pcori_dma_alloc(v->size, &v->own_dma)) {
+			rndv_complete(v, PCOR_ERR_NOMEM);
+			rndv_unref(v);
+			return;
+		}
+		v->dst = v->own_dma;
+	}
+	/* Listed so a peer failure finds it; the list holds v's reference. */
+	pcori_lock(&peer->rx_lock);
+	HASH_ADD(hh, peer->rndv, cookie, sizeof(v->cookie), v);
+	pcori_unlock(&peer->rx_lock);
+	if (atomic_load(&peer->state) == PCORI_PEER_LOST) {
+		rndv_finish(v, PCOR_ERR_PEER_LOST);
+		return;
+	}
+	if (v->readable) {
+		rndv_read_more(v);
+		return;
+	}
+	pcori_wire_hdr_t ref = {.total_size = v->size,
+				.frag_count = v->reasm.nfrags};
+	send_ctl(peer, PCORI_W_CTS, v->key.src_thid, 0, v->cookie, 0, &ref);
+}
+
+void pcori_rndv_start(pcori_req_t *r, pcori_mcb_t *m)
+{
+	pcori_wire_rts_t rts = {m->rts_addr, m->rts_key, m->rts_flags, 0};
+	pcori_rndv_t *v = rndv_new(r, m->origin, &m->hent.key, m->size, &rts,
+				   m->cookie, m->reasm.nfrags);
+	pcori_mkey_t k = m->hent.key;
+	size_t size = m->size;
+	pcori_mcb_release(m);
+	if (v) {
+		rndv_go(v);
+	} else {
+		deferred_t d = {0};
+		recv_finish(r, &k, size, NULL, PCOR_ERR_NOMEM, &d);
+		run_deferred(&d);
+	}
+}
+
+void pcori_port_read_done(pcori_port_t *p, pcori_ctx_t *ctx, int status)
+{
+	(void)p;
+	pcori_rndv_t *v = (pcori_rndv_t *)ctx;
+	if (status && v->status == PCOR_OK)
+		v->status = atomic_load(&v->peer->state) == PCORI_PEER_LOST
+				    ? PCOR_ERR_PEER_LOST
+				    : status;
+	if (atomic_fetch_sub(&v->reads, 1) == 1 && v->next_off >= v->take)
+		rndv_finish(v, v->status);
+	rndv_unref(v);
+}
+
+/* A fragment of a streamed rendezvous. */
+static void rx_stream(pcori_port_t *port, pcori_peer_t *peer,
+		      const pcori_wire_hdr_t *h, const uint8_t *payload)
+{
+	pcori_rndv_t *v;
+	bool next = false, done = false;
+	uint32_t w = 0;
+	pcori_wire_hdr_t ref = {0};
+	pcori_lock(&peer->rx_lock);
+	HASH_FIND(hh, peer->rndv, &h->cookie, sizeof(h->cookie), v);
+	if (!v || v->readable ||
+	    pcori_reasm_accept(&v->reasm, h->frag_idx) != PCORI_FRAG_NEW) {
+		atomic_fetch_add_explicit(&port->st.dup, 1,
+					  memory_order_relaxed);
+		pcori_unlock(&peer->rx_lock);
+		return;
+	}
+	size_t off = (size_t)h->frag_idx * pcori_net.frag_size;
+	if (off < v->take)
+		memcpy((char *)v->dst + off, payload,
+		       PCORI_MIN((size_t)h->frag_len, v->take - off));
+	if (pcori_reasm_complete(&v->reasm)) {
+		HASH_DEL(peer->rndv, v);
+		done = true;
+	} else if (pcori_reasm_window_done(&v->reasm)) {
+		pcori_reasm_advance(&v->reasm);
+		w = v->reasm.base / PCORI_FRAG_WINDOW;
+		ref.total_size = v->size;
+		ref.frag_count = v->reasm.nfrags;
+		next = true;
+	}
+	pcori_unlock(&peer->rx_lock);
+	if (next) /* the next window's request doubles as this one's ack */
+		send_ctl(peer, PCORI_W_CTS, h->src_thid, 0, h->cookie, w, &ref);
+	if (done) {
+		rndv_complete(v, PCOR_OK);
+		rndv_unref(v);
+	}
+}
+
+/* ---------------------------------------------------------- arrivals */
+
+void pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
+{
+	pcori_wire_hdr_t h;
+	atomic_fetch_add_explicit(&port->st.rx, 1, memory_order_relaxed);
+	pcori_wire_limits_t lim = pcori_net.lim;
+	lim.nprocs = pcori_rt.nprocs; /* grows as processes join */
+	pcori_wire_err_t e = pcori_wire_decode(msg, len, &lim, &h);
+	if (PCORI_UNLIKELY(e != PCORI_WE_OK)) {
+		atomic_fetch_add_explicit(&port->st.bad_hdr, 1,
+					  memory_order_relaxed);
+		PCORI_WARN_ONCE(PCORI_SUB_DISPATCH,
+				"port %d: dropped a message with a bad header "
+				"(%s); further ones are only counted",
+				port->index, pcori_wire_err_str(e));
+		return;
+	}
+	if (PCORI_UNLIKELY(h.dst_pid != pcori_rt.pid)) {
+		atomic_fetch_add_explicit(&port->st.bad_hdr, 1,
+					  memory_order_relaxed);
+		return;
+	}
+	pcori_peer_t *peer = pcori_peer_get(h.src_pid);
+	if (!peer || atomic_load_explicit(&peer->state, memory_order_acquire) ==
+			     PCORI_PEER_LOST)
+		return;
+	if (PCORI_UNLIKELY(!peer->port) && pcori_peer_ready(peer))
+		return;
+	const uint8_t *payload = (const uint8_t *)msg + PCORI_WIRE_HDR_SIZE;
+	switch (h.type) {
+	case PCORI_W_DATA:
+		if (h.flags & PCORI_WF_RNDV)
+			rx_stream(port, peer, &h, payload);
+		else
+			rx_data(port, peer, &h, payload);
+		break;
+	case PCORI_W_RTS:
+		rx_rts(port, peer, &h, payload);
+		break;
+	case PCORI_W_ACK:
+		on_ack(peer, h.dst_thid, h.seq);
+		break;
+	case PCORI_W_NACK:
+		on_nack(port, peer, h.dst_thid, h.seq);
+		break;
+	case PCORI_W_FIN:
+		on_fin(peer, h.dst_thid, h.cookie);
+		break;
+	case PCORI_W_CTS:
+		on_cts(peer, h.dst_thid, h.cookie, h.frag_idx);
+		break;
+	case PCORI_W_CTRL:
+		pcori_ctrl_recv(peer, &h, payload);
+		break;
+	}
+}
+
+/* ------------------------------------------------------------ timers */
+
+/* Retry rendezvous reads that found a full queue. */
+static int readq_run(void)
+{
+	if (!atomic_load_explicit(&pcori_net.nreadq, memory_order_relaxed))
+		return 0;
+	pcori_list_t q;
+	pcori_list_init(&q);
+	pcori_lock(&pcori_net.timer_lock);
+	while (!pcori_list_empty(&pcori_net.readq)) {
+		pcori_list_t *n = pcori_net.readq.next;
+		pcori_list_remove(n);
+		atomic_fetch_sub(&pcori_net.nreadq, 1);
+		pcori_list_push_back(&q, n);
+	}
+	pcori_unlock(&pcori_net.timer_lock);
+	int n = 0;
+	while (!pcori_list_empty(&q)) {
+		pcori_rndv_t *v = PCORI_CONTAINER_OF(q.next, pcori_rndv_t,
+						     qlink);
+		pcori_list_remove(&v->qlink);
+		if (!atomic_load(&v->done))
+			rndv_read_more(v);
+		rndv_unref(v); /* the queue's reference */
+		n++;
+	}
+	return n;
+}
+
+/* Resend what waits for its time.  Returns messages posted. */
+int pcori_timers_run(void)
+{
+	int n = readq_run() + ctlq_run();
+	if (!atomic_load_explicit(&pcori_net.ntimers, memory_order_relaxed))
+		return n;
+	uint64_t now = pcori_now_ns();
+	pcori_list_t due;
+	pcori_list_init(&due);
+	pcori_lock(&pcori_net.timer_lock);
+	pcori_list_t *pos, *tmp;
+	pcori_list_foreach_safe(pos, tmp, &pcori_net.timers)
+	{
+		pcori_txstream_t *ts = PCORI_CONTAINER_OF(pos, pcori_txstream_t,
+							  timer_link);
+		if (ts->resume_ns <= now) {
+			pcori_list_remove(pos);
+			atomic_fetch_sub(&pcori_net.ntimers, 1);
+			pcori_list_push_back(&due, pos);
+		}
+	}
+	pcori_unlock(&pcori_net.timer_lock);
+	while (!pcori_list_empty(&due)) {
+		pcori_txstream_t *ts = PCORI_CONTAINER_OF(due.next,
+							  pcori_txstream_t,
+							  timer_link);
+		pcori_list_remove(&ts->timer_link);
+		pcori_lock(&ts->lock);
+		ts->resume_ns = 0;
+		if (!pcori_list_empty(&ts->waiting))
+			atomic_fetch_add_explicit(&ts->peer->port->st.retx, 1,
+						  memory_order_relaxed);
+		n += flush_waiting(ts);
+		while (!pcori_list_empty(&ts->streaming) && !ts->resume_ns) {
+			pcori_txmsg_t *m = PCORI_CONTAINER_OF(
+				ts->streaming.next, pcori_txmsg_t, slink);
+			stream_post(m);
+			n++;
+		}
+		pcori_unlock(&ts->lock);
+	}
+	return n;
+}
+
+int64_t pcori_timers_next(void)
+{
+	if (atomic_load(&pcori_net.nreadq) || atomic_load(&ctlq.n))
+		return 0;
+	if (!atomic_load(&pcori_net.ntimers))
+		return -1;
+	int64_t best = INT64_MAX;
+	uint64_t now = pcori_now_ns();
+	pcori_lock(&pcori_net.timer_lock);
+	pcori_list_t *pos;
+	pcori_list_foreach(pos, &pcori_net.timers)
+	{
+		pcori_txstream_t *ts = PCORI_CONTAINER_OF(pos, pcori_txstream_t,
+							  timer_link);
+		int64_t left = ts->resume_ns > now
+				       ? (int64_t)(ts->resume_ns - now)
+				       : 0;
+		best = PCORI_MIN(best, left);
+	}
+	pcori_unlock(&pcori_net.timer_lock);
+	return best == INT64_MAX ? -1 : best;
+}
+
+/* ------------------------------------------------------- peer failure */
+
+void pcori_txstream_fail(pcori_txstream_t *ts)
+{
+	pcori_list_t dead;
+	deferred_t d = {0};
+	pcori_list_init(&dead);
+	pcori_lock(&ts->lock);
+	pcori_list_t *lists[] = {&ts->sent, &ts->waiting, &ts->waiting_fin};
+	for (int i = 0; i < 3; i++) {
+		while (!pcori_list_empty(lists[i])) {
+			pcori_txmsg_t *m = PCORI_CONTAINER_OF(
+				lists[i]->next, pcori_txmsg_t, link);
+			pcori_list_remove(&m->link);
+			if (!pcori_list_empty(&m->slink))
+				pcori_list_remove(&m->slink);
+			m->flags |= PCORI_TXM_DEAD;
+			if (m->req) {
+				defer(&d, D_COMPLETE, m->req,
+				      PCOR_ERR_PEER_LOST, NULL);
+				m->req = NULL;
+			}
+			/* Completions still owed by the fabric free it later. */
+			pcori_list_push_back(txm_done(m) ? &dead : &ts->orphans,
+					     &m->link);
+			if (d.n == (int)PCORI_ARRAY_LEN(d.a)) {
+				pcori_unlock(&ts->lock);
+				run_deferred(&d);
+				pcori_lock(&ts->lock);
+			}
+		}
+	}
+	pcori_unlock(&ts->lock);
+	run_deferred(&d);
+	free_list(&dead);
+}
+
+void pcori_rx_fail(pcori_peer_t *peer)
+{
+	/* Detach everything under the lock, finish it outside. */
+	int cap = 16, n = 0;
+	struct lost {
+		pcori_req_t *req;
+		pcori_mcb_t *mcb;
+		pcori_mkey_t key;
+		size_t size;
+	} *lost = malloc(sizeof(*lost) * (size_t)cap);
+	pcori_rndv_t *rl = NULL, *v, *tmp;
+
+	pcori_lock(&peer->rx_lock);
+	for (int t = 0; t < pcori_rt.max_threads; t++) {
+		pcori_rxstream_t *rs = peer->rx ? peer->rx[t] : NULL;
+		if (!rs || !rs->active)
+			continue;
+		rs->active = false;
+		if (n == cap) {
+			struct lost *bigger = lost ? realloc(lost, sizeof(*lost) *
+								   (size_t)cap * 2)
+						   : NULL;
+			if (!bigger)
+				break; /* keep what we have; finalize frees */
+			lost = bigger;
+			cap *= 2;
+		}
+		if (lost) {
+			lost[n].req = rs->req;
+			lost[n].mcb = rs->mcb;
+			lost[n].key = (pcori_mkey_t){peer->pid, t, 0, 0, 0};
+			lost[n].size = rs->size;
+			n++;
+		}
+		rs->req = NULL;
+		rs->mcb = NULL;
+	}
+	HASH_ITER(hh, peer->rndv, v, tmp)
+	{
+		HASH_DEL(peer->rndv, v);
+		v->hh.next = rl; /* reuse the link: a private list now */
+		rl = v;
+	}
+	pcori_unlock(&peer->rx_lock);
+
+	for (int i = 0; i < n; i++) {
+		deferred_t d = {0};
+		if (lost[i].req) {
+			pcori_req_t *r = lost[i].req;
+			recv_finish(r, &lost[i].key, lost[i].size,
+				    r->kind == PCORI_REQ_RECV_DMA ? r->buf : NULL,
+				    PCOR_ERR_PEER_LOST, &d);
+		} else if (lost[i].mcb) {
+			/* Half-arrived: unlist it, or fail its claimer. */
+			pcori_mcb_t *m = lost[i].mcb;
+			pcori_mq_t *mq = &pcori_msg.mqs[m->hent.key.dst_thid];
+			pcori_lock(&mq->lock);
+			uint32_t st = atomic_fetch_or(&m->mstate,
+						      PCORI_MCB_COMPLETE);
+			if (!(st & PCORI_MCB_CLAIMED))
+				pcori_mq_remove_unexp(mq, m);
+			pcori_unlock(&mq->lock);
+			if (st & PCORI_MCB_CLAIMED)
+				recv_finish(m->rreq, &m->hent.key, m->size, NULL,
+					    PCOR_ERR_PEER_LOST, &d);
+			if (m->flags & PCORI_MCB_DMA_DATA)
+				pcori_dma_free(m->data);
+			pcori_mcb_release(m);
+		}
+		run_deferred(&d);
+	}
+	free(lost);
+	while (rl) {
+		v = rl;
+		rl = v->hh.next;
+		rndv_complete(v, PCOR_ERR_PEER_LOST);
+		rndv_unref(v); /* the table's reference */
+	}
+}

@@ -1,0 +1,257 @@
+/*
+ * spawn.c -- remote thread creation (the paper's remote thread launch):
+ * a process registers functions by name; any thread may start one in any
+ * process and learns the new thread's id.
+ *
+ * Wire: a CTRL message whose body is, little-endian,
+ *   u32 op, u32 id, i32 status, i32 thid, u32 arglen, char name[64], arg.
+ * SPAWN asks, SPAWNED answers (status and thid).  Requests wait in a
+ * small table keyed by id; a lost peer fails its waiting requests.
+ */
+#include "dispatch.h"
+
+#define CTRL_SPAWN 1u
+#define CTRL_SPAWNED 2u
+#define NAME_MAX_ 64
+#define CTRL_BODY (5 * 4 + NAME_MAX_)
+
+typedef struct fn_entry {
+	UT_hash_handle hh;
+	char name[NAME_MAX_];
+	pcor_remote_fn fn;
+} fn_entry_t;
+
+typedef struct pending {
+	pcori_list_t link;
+	uint32_t id;
+	int pid;
+	pcori_req_t *req;
+	int thid;
+} pending_t;
+
+static struct {
+	pcori_lock_t lock; /* guards fns, pending, next_id */
+	fn_entry_t *fns;
+	pcori_list_t pending;
+	uint32_t next_id;
+} sp = {.lock = PCORI_LOCK_INITIALIZER, .pending = {&sp.pending, &sp.pending}};
+
+/* The argument a spawned thread owns until its function returns. */
+typedef struct start_arg {
+	pcor_remote_fn fn;
+	size_t len;
+	uint8_t data[];
+} start_arg_t;
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static size_t arg_max(void)
+{
+	return pcori_net.up ? pcori_net.frag_size - CTRL_BODY
+			    : (size_t)pcori_rt.cfg.frag_size - CTRL_BODY;
+}
+
+static bool name_ok(const char *name)
+{
+	return name && name[0] && strnlen(name, NAME_MAX_) < NAME_MAX_;
+}
+
+PCOR_API int pcor_function_register(const char *name, pcor_remote_fn fn)
+{
+	int rc = pcori_rt_check();
+	if (rc)
+		return rc;
+	if (!name_ok(name) || !fn)
+		return PCOR_ERR_INVAL;
+	fn_entry_t *e = calloc(1, sizeof(*e));
+	if (!e)
+		return PCOR_ERR_NOMEM;
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	e->fn = fn;
+	fn_entry_t *old;
+	pcori_lock(&sp.lock);
+	HASH_FIND_STR(sp.fns, e->name, old);
+	if (!old)
+		HASH_ADD_STR(sp.fns, name, e);
+	pcori_unlock(&sp.lock);
+	if (old) {
+		free(e);
+		return PCOR_ERR_EXISTS;
+	}
+	return PCOR_OK;
+}
+
+static void *spawned_main(void *p)
+{
+	start_arg_t *a = p;
+	a->fn(a->data, a->len);
+	free(a);
+	return NULL;
+}
+
+/* Start a registered function here; *thid_p on success. */
+static int spawn_local(const char *name, const void *arg, size_t len,
+		       int *thid_p)
+{
+	fn_entry_t *e;
+	pcori_lock(&sp.lock);
+	HASH_FIND_STR(sp.fns, name, e);
+	pcor_remote_fn fn = e ? e->fn : NULL;
+	pcori_unlock(&sp.lock);
+	if (!fn)
+		return PCOR_ERR_NOTFOUND;
+	start_arg_t *a = malloc(sizeof(*a) + len);
+	if (!a)
+		return PCOR_ERR_NOMEM;
+	a->fn = fn;
+	a->len = len;
+	if (len)
+		memcpy(a->data, arg, len);
+	int rc = pcori_thread_start(spawned_main, a, true, thid_p);
+	if (rc)
+		free(a);
+	return rc;
+}
+
+static int ctrl_post(pcori_peer_t *peer, const uint8_t *body, size_t len)
+{
+	return pcori_ctrl_send(peer, CTRL_SPAWN, body, len);
+}
+
+void pcori_ctrl_recv(pcori_peer_t *peer, const pcori_wire_hdr_t *h,
+		     const uint8_t *b)
+{
+	if (h->frag_len < CTRL_BODY)
+		return;
+	uint32_t op = get32(b), id = get32(b + 4);
+	if (op == CTRL_SPAWN) {
+		uint32_t arglen = get32(b + 16);
+		char name[NAME_MAX_];
+		memcpy(name, b + 20, NAME_MAX_);
+		name[NAME_MAX_ - 1] = '\0';
+		if (arglen > h->frag_len - CTRL_BODY)
+			return; /* malformed: counted by nobody, dropped */
+		int thid = -1;
+		int rc = spawn_local(name, b + CTRL_BODY, arglen, &thid);
+		uint8_t reply[CTRL_BODY];
+		memset(reply, 0, sizeof(reply));
+		put32(reply, CTRL_SPAWNED);
+		put32(reply + 4, id);
+		put32(reply + 8, (uint32_t)rc);
+		put32(reply + 12, (uint32_t)thid);
+		pcori_ctrl_send(peer, CTRL_SPAWNED, reply, sizeof(reply));
+		return;
+	}
+	if (op != CTRL_SPAWNED)
+		return;
+	pcori_req_t *req = NULL;
+	int status = (int32_t)get32(b + 8);
+	pcori_lock(&sp.lock);
+	pcori_list_t *pos;
+	pcori_list_foreach(pos, &sp.pending)
+	{
+		pending_t *p = PCORI_CONTAINER_OF(pos, pending_t, link);
+		if (p->id == id && p->pid == peer->pid) {
+			p->thid = (int32_t)get32(b + 12);
+			req = p->req;
+			pcori_list_remove(pos);
+			break;
+		}
+	}
+	pcori_unlock(&sp.lock);
+	if (req)
+		pcori_req_complete(req, status);
+}
+
+void pcori_spawn_peer_lost(int pid)
+{
+	pcori_list_t gone;
+	pcori_list_init(&gone);
+	pcori_lock(&sp.lock);
+	pcori_list_t *pos, *tmp;
+	pcori_list_foreach_safe(pos, tmp, &sp.pending)
+	{
+		pending_t *p = PCORI_CONTAINER_OF(pos, pending_t, link);
+		if (p->pid == pid) {
+			pcori_list_remove(pos);
+			pcori_list_push_back(&gone, pos);
+		}
+	}
+	pcori_unlock(&sp.lock);
+	while (!pcori_list_empty(&gone)) {
+		pending_t *p = PCORI_CONTAINER_OF(gone.next, pending_t, link);
+		pcori_list_remove(&p->link);
+		pcori_req_complete(p->req, PCOR_ERR_PEER_LOST);
+	}
+}
+
+PCOR_API int pcor_thread_spawn(int pid, const char *name, const void *arg,
+			       size_t len, int *thid_p)
+{
+	int rc = pcori_rt_check();
+	if (rc)
+		return rc;
+	if (!name_ok(name) || !thid_p || (len && !arg))
+		return PCOR_ERR_INVAL;
+	if (len > arg_max())
+		return PCOR_ERR_BADSIZE;
+	if (pid < 0 || pid >= pcori_rt.nprocs)
+		return PCOR_ERR_BADPID;
+	if (pid == pcori_rt.pid)
+		return spawn_local(name, arg, len, thid_p);
+	if (!pcori_net.up)
+		return PCOR_ERR_UNREACHABLE;
+	pcori_peer_t *peer = pcori_peer_get(pid);
+	if (!peer)
+		return PCOR_ERR_BADPID;
+	if ((rc = pcori_peer_ready(peer)))
+		return rc;
+
+	pcori_req_t *req = pcori_req_alloc();
+	uint8_t *body = malloc(CTRL_BODY + len);
+	if (!req || !body) {
+		if (req)
+			pcori_req_free(req);
+		free(body);
+		return req ? PCOR_ERR_NOMEM : PCOR_ERR_AGAIN;
+	}
+	req->kind = PCORI_REQ_SEND_COPY;
+	req->flags = PCORI_REQF_REMOTE;
+	pending_t pend = {.pid = pid, .req = req, .thid = -1};
+	pcori_list_init(&pend.link);
+	pcori_lock(&sp.lock);
+	pend.id = ++sp.next_id;
+	pcori_list_push_back(&sp.pending, &pend.link);
+	pcori_unlock(&sp.lock);
+
+	memset(body, 0, CTRL_BODY);
+	put32(body, CTRL_SPAWN);
+	put32(body + 4, pend.id);
+	put32(body + 16, (uint32_t)len);
+	snprintf((char *)body + 20, NAME_MAX_, "%s", name);
+	if (len)
+		memcpy(body + CTRL_BODY, arg, len);
+	rc = ctrl_post(peer, body, CTRL_BODY + len);
+	free(body);
+	if (rc) {
+		pcori_lock(&sp.lock);
+		pcori_list_remove(&pend.link);
+		pcori_unlock(&sp.lock);
+		pcori_req_free(req);
+		return rc;
+	}
+	/* The answer (or the peer's loss) completes req. */
+	rc = pcor_handle_test(pcori_req_handle(req), PCOR_BLOCK);
+	if (rc == PCOR_OK)
+		*thid_p = pend.thid;
+	return rc;
+}
