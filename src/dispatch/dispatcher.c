@@ -343,7 +343,23 @@ void pcori_net_fini(void)
 			pthread_join(p->tx_thread, NULL);
 	}
 	pcori_peers_fini();
-	for (int i = 0; i < pcori_net.nports; i++)
-		pcori_net.ports[i]->ops->close(pcori_net.ports[i]);
+	for (int i = 0; i < pcori_net.nports; i++) {
+		pcori_port_t *p = pcori_net.ports[i];
+		pcori_port_stats_t *st = &p->st;
+		PCORI_INFO(PCORI_SUB_DISPATCH,
+			   "port %d: rx %llu tx %llu bad headers %llu nacks "
+			   "sent %llu received %llu resends %llu duplicates "
+			   "%llu queue full %llu reads %llu",
+			   i, (unsigned long long)st->rx,
+			   (unsigned long long)st->tx,
+			   (unsigned long long)st->bad_hdr,
+			   (unsigned long long)st->nack_sent,
+			   (unsigned long long)st->nack_rcvd,
+			   (unsigned long long)st->retx,
+			   (unsigned long long)st->dup,
+			   (unsigned long long)st->eagain,
+			   (unsigned long long)st->rma_reads);
+		p->ops->close(p);
+	}
 	memset(&pcori_net, 0, sizeof(pcori_net));
 }

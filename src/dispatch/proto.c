@@ -313,6 +313,7 @@ static bool piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
 			peer->acks.next, pcori_rxstream_t, ack_link);
 		uint32_t upto = rs->active ? rs->expected - 1 : rs->expected;
 		pcori_list_remove(&rs->ack_link);
+		atomic_fetch_sub(&pcori_net.acks_pending, 1);
 		rs->ack_due_ns = 0;
 		rs->acked = upto;
 		rs->unacked = 0;
