@@ -6,6 +6,7 @@
  * was set up and leaves the process as before the call.
  */
 #include "api.h"
+#include "../naming/naming.h"
 
 pcori_rt_t pcori_rt;
 
@@ -24,13 +25,17 @@ PCOR_API int pcor_init(int *argc, char ***argv)
 	rc = pcori_log_init(&pcori_rt.cfg);
 	if (rc)
 		goto err_state;
-	pcori_rt.pid = 0;
-	pcori_rt.nprocs = 1;
 	pcori_rt.max_threads = (int)pcori_rt.cfg.max_threads;
+	/* Who we are and where the others are: pcorrun, PMIx, or alone. */
+	pcori_boot_t boot;
+	rc = pcori_naming_init(&pcori_rt.cfg, &boot);
+	if (rc)
+		goto err_log;
+	pcori_rt.pid = boot.pid; /* nprocs is kept by the directory */
 
 	rc = pcori_dma_init((size_t)pcori_rt.cfg.dma_reserve);
 	if (rc)
-		goto err_log;
+		goto err_naming;
 	rc = pcori_htable_init((uint32_t)pcori_rt.cfg.max_handles);
 	if (rc)
 		goto err_dma;
@@ -40,6 +45,19 @@ PCOR_API int pcor_init(int *argc, char ***argv)
 	rc = pcori_threads_init(pcori_rt.max_threads, pcori_msg_thread_gone);
 	if (rc)
 		goto err_msg;
+	/*
+	 * Join the directory: returns once every initial process has
+	 * registered, so every pid resolves when pcor_init returns.
+	 * FABRIC PORTS: open them before this point and describe each one
+	 * in self.ports[] / self.nports.
+	 */
+	pcori_member_t self = {.pid = boot.pid,
+			       .state = PCORI_MEMBER_ALIVE,
+			       .nports = 0};
+	memcpy(self.host, boot.host, sizeof(self.host));
+	rc = pcori_naming_join(&self);
+	if (rc)
+		goto err_threads;
 	int thid;
 	rc = pcori_thread_register_self(&thid);
 	if (rc)
@@ -47,7 +65,8 @@ PCOR_API int pcor_init(int *argc, char ***argv)
 	PCORI_ASSERT(thid == 0);
 	atomic_store(&pcori_rt.state, PCORI_RT_READY);
 	PCORI_INFO(PCORI_SUB_CORE, "init: pid %d of %d, %d thread ids",
-		   pcori_rt.pid, pcori_rt.nprocs, pcori_rt.max_threads);
+		   pcori_rt.pid, atomic_load(&pcori_rt.nprocs),
+		   pcori_rt.max_threads);
 	return PCOR_OK;
 
 err_threads:
@@ -58,6 +77,8 @@ err_htable:
 	pcori_htable_fini();
 err_dma:
 	pcori_dma_fini();
+err_naming:
+	pcori_naming_fini();
 err_log:
 	pcori_log_fini();
 err_state:
@@ -81,6 +102,11 @@ PCOR_API int pcor_finalize(void)
 		pcori_htable_flush_tls();
 		pcori_tls.thid_plus1 = 0;
 	}
+	/*
+	 * Say goodbye first: the others see an exit, not a failure, and no
+	 * membership hook runs into a layer that is being taken down.
+	 */
+	pcori_naming_fini();
 	pcori_threads_fini();
 	pcori_msg_fini();
 	pcori_htable_fini();

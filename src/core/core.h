@@ -177,6 +177,17 @@ static inline void pcori_unlock(pcori_lock_t *l)
  * take k/m/g suffixes (powers of 1024).  tools/pcor_info prints them.
  */
 #define PCORI_KNOBS(X)                                                         \
+	X(AGENT_ADDR, agent_addr, STRING, "", 0, 0,                            \
+	  "launcher agents to bootstrap from, ip:port[,ip:port...] (set by "   \
+	  "pcorrun)")                                                          \
+	X(AGENT_IF, agent_if, STRING, "", 0, 0,                                \
+	  "IPv4 address the directory agent listens on; empty: loopback when " \
+	  "the job is on one host, else the address that reached the "        \
+	  "launcher")                                                          \
+	X(AGENT_PORTS, agent_ports, STRING, "0", 0, 0,                         \
+	  "TCP port or range lo-hi for the directory agent; 0: any")           \
+	X(AUTH_TIMEOUT_MS, auth_timeout_ms, INT, "5000", 10, 600000,           \
+	  "time a control connection has to authenticate and say hello")      \
 	X(BACKPRESSURE_MS, backpressure_ms, INT, "1000", 0, 3600000,           \
 	  "how long a send waits for room in a full receiver pool before "    \
 	  "returning PCOR_ERR_AGAIN")                                          \
@@ -186,6 +197,16 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(FRAG_SIZE, frag_size, SIZE, "64k", 1024, 16 << 20,                   \
 	  "largest fragment a port sends; messages are cut into fragments "    \
 	  "of this size")                                                      \
+	X(JOB_KEY, job_key, STRING, "", 0, 0,                                  \
+	  "job key, 64 hex digits (set by pcorrun; keep it secret)")           \
+	X(JOB_PID, job_pid, INT, "-1", -1, INT_MAX - 1,                        \
+	  "this process's id (set by pcorrun)")                                \
+	X(JOB_SIZE, job_size, INT, "0", 0, INT_MAX - 1,                        \
+	  "number of processes started together (set by pcorrun; 0: not "      \
+	  "started by pcorrun)")                                               \
+	X(JOIN_TIMEOUT_MS, join_timeout_ms, INT, "60000", 100, 86400000,       \
+	  "how long pcor_init waits for the other processes, and pcor_spawn "  \
+	  "for the new one")                                                   \
 	X(LOG_FILE, log_file, STRING, "", 0, 0,                                \
 	  "append log lines to this file instead of stderr")                   \
 	X(LOG_LEVEL, log_level, STRING, "warn", 0, 0,                          \
@@ -200,6 +221,11 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(MCB_POOL, mcb_pool, INT, "65536", 16, 16777216,                      \
 	  "message control blocks per process: bounds the unexpected "         \
 	  "messages held at once")                                             \
+	X(NAMING_TIMEOUT_MS, naming_timeout_ms, INT, "10000", 10, 3600000,     \
+	  "how long a directory request waits for another agent's answer")     \
+	X(PMIX, pmix, STRING, "auto", 0, 0,                                    \
+	  "bootstrap through PMIx: auto (when a PMIx server started us), on, " \
+	  "off")                                                               \
 	X(SPIN_NS, spin_ns, INT, "20000", 0, 10000000000LL,                    \
 	  "how long a blocking wait spins before it sleeps (ns)")              \
 	X(UNEXP_BYTES, unexp_bytes, SIZE, "1g", 0, (1LL << 46),                \
@@ -459,11 +485,16 @@ typedef enum pcori_rt_state {
 	PCORI_RT_FINALIZED,
 } pcori_rt_state_t;
 
-/* Process-wide facts; written during pcor_init, read-only afterwards. */
+/* Process-wide facts; written during pcor_init, read-only afterwards
+ * (but nprocs, which grows as processes join). */
 typedef struct pcori_rt {
 	_Atomic int state;
 	int pid;
-	int nprocs;
+	/*
+	 * Highest pid plus one: grows (atomically, never shrinks) as
+	 * processes join, so `pid < nprocs` stays a cheap membership check.
+	 */
+	_Atomic int nprocs;
 	int max_threads;
 	pcori_config_t cfg;
 } pcori_rt_t;
