@@ -259,17 +259,18 @@ static void on_exit_of(pr_proc_t *p, int wstatus)
 	describe(p, why, sizeof(why));
 	/* From here on the table says exited (0) or failed (not 0). */
 	p->status = code;
+	if (was == PR_STARTING && p->pid >= J->n) {
+		/* A failed pcor_spawn is the spawner's error, not the job's. */
+		fprintf(stderr,
+			"pcorrun: spawned process %d %s %s before joining the "
+			"job\n",
+			p->pid, where(p), why);
+		pr_seed_proc_done(p);
+		return;
+	}
 	if (code && !J->exit_code && !p->killed)
 		J->exit_code = code;
 	if (was == PR_STARTING) {
-		if (p->pid >= J->n) {
-			fprintf(stderr,
-				"pcorrun: spawned process %d %s %s before "
-				"joining the job\n",
-				p->pid, where(p), why);
-			pr_seed_proc_done(p);
-			return;
-		}
 		if (!J->aborting)
 			pr_abort("process %d %s %s before joining the job "
 				 "(%s)",

@@ -288,7 +288,11 @@ void pr_seed_proc_done(pr_proc_t *p)
 {
 	/* A spawned process that died before joining: tell the spawner. */
 	if (p->spawner) {
-		reply(p->spawner, p->spawn_reqid, PCOR_ERR_PEER_LOST, 0);
+		/* The shell's conventions: 127 no such program, 255 ssh. */
+		int st = p->status == 127   ? PCOR_ERR_NOTFOUND
+			 : p->status == 255 ? PCOR_ERR_UNREACHABLE
+					    : PCOR_ERR_PEER_LOST;
+		reply(p->spawner, p->spawn_reqid, st, 0);
 		p->spawner = NULL;
 	}
 }
