@@ -115,8 +115,11 @@ static int on_pub(int src, pcori_rbuf_t *r)
 	n->pid = (int)pid;
 	n->thid = (int)thid;
 	n->owner = src;
-	pcori_agent_reply(src, reqid, PCOR_OK, NULL);
-	/* Wake the lookups that were waiting for this name. */
+	/*
+	 * Wake the lookups waiting for this name before the publisher
+	 * hears back: when the publisher is this process, it may act on
+	 * the reply (even die) before this thread writes another byte.
+	 */
 	pcori_list_t *pos, *tmp;
 	pcori_list_foreach_safe(pos, tmp, &NM.hwaits)
 	{
@@ -128,6 +131,7 @@ static int on_pub(int src, pcori_rbuf_t *r)
 		waiter_free(h);
 		reply_name(wsrc, wid, n);
 	}
+	pcori_agent_reply(src, reqid, PCOR_OK, NULL);
 	return PCOR_OK;
 }
 

@@ -278,16 +278,23 @@ static int run_kill(int n)
 			CHECK_OK(pcor_name_lookup(name, 30 * SEC, &pid, &thid));
 		}
 		CHECK_OK(pcor_name_publish("victim", me, 0));
+		/* ...and once each has seen it is about to. */
+		for (int q = 0; q < victim; q++) {
+			int pid, thid;
+			snprintf(name, sizeof(name), "seen/%d", q);
+			CHECK_OK(pcor_name_lookup(name, 30 * SEC, &pid, &thid));
+		}
 		raise(SIGKILL);
-	} else {
-		char name[32];
-		snprintf(name, sizeof(name), "armed/%d", me);
-		CHECK_OK(pcor_name_publish(name, me, 0));
 	}
+	char name[32];
+	snprintf(name, sizeof(name), "armed/%d", me);
+	CHECK_OK(pcor_name_publish(name, me, 0));
 	int pid, thid;
 	CHECK_OK(pcor_name_lookup("victim", 30 * SEC, &pid, &thid));
-	/* It dies right after publishing: t0 is no later than its death. */
+	/* It dies after we say we saw it: t0 is no later than its death. */
 	int64_t t0 = now_ns();
+	snprintf(name, sizeof(name), "seen/%d", me);
+	CHECK_OK(pcor_name_publish(name, me, 0));
 	CHECK(wait_events(PCOR_MEMBER_FAILURE, 1, 2 * SEC));
 	pthread_mutex_lock(&ev_mu);
 	int64_t lag = ev_fail_ns[victim] - t0;

@@ -270,6 +270,11 @@ static void on_exit_of(pr_proc_t *p, int wstatus)
 	}
 	if (code && !J->exit_code && !p->killed)
 		J->exit_code = code;
+	if (was == PR_STARTING && !code) {
+		/* A program that never used pcor (pcorrun -n 4 hostname). */
+		pr_seed_count_initial();
+		return;
+	}
 	if (was == PR_STARTING) {
 		if (!J->aborting)
 			pr_abort("process %d %s %s before joining the job "

@@ -95,6 +95,8 @@ void pr_seed_accept(void);
 /* An event on a seed connection; false if it was closed. */
 void pr_seed_event(pcori_conn_t *c, short revents);
 void pr_seed_proc_done(pr_proc_t *p);
+/* One more initial process reported (or ended without using pcor). */
+void pr_seed_count_initial(void);
 void pr_seed_close_all(void);
 
 /* main.c */

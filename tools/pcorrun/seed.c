@@ -159,13 +159,20 @@ static int on_boot_hello(pcori_conn_t *c, pcori_rbuf_t *r)
 		p->spawner = NULL;
 		return PCOR_OK;
 	}
-	if (++J->joined_initial == J->n) {
-		J->table_sent = true;
-		for (int i = 0; i < J->n; i++)
-			if (J->procs[i]->conn)
-				send_table(J->procs[i]->conn);
-	}
+	pr_seed_count_initial();
 	return PCOR_OK;
+}
+
+void pr_seed_count_initial(void)
+{
+	pr_job_t *J = &pr_job;
+	if (++J->joined_initial < J->n)
+		return;
+	/* The fence: everyone has reported (or ended without pcor). */
+	J->table_sent = true;
+	for (int i = 0; i < J->n; i++)
+		if (J->procs[i]->conn)
+			send_table(J->procs[i]->conn);
 }
 
 static int on_spawn(pcori_conn_t *c, pcori_rbuf_t *r)
