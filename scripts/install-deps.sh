@@ -7,6 +7,10 @@ pkgs=(
   # build
   gcc libc6-dev pkg-config meson ninja-build python3
   libfabric-dev libfabric-bin uthash-dev
+  # directory service: HMAC and keys, PMIx bootstrap
+  libsodium-dev libpmix-dev
+  # launcher tests: mpirun (a PMIx server), network namespaces
+  openmpi-bin iproute2 procps
   # sanitizers and fuzzing
   clang libclang-rt-14-dev
   # benchmark plots

@@ -341,6 +341,128 @@ PCOR_API int pcor_handle_test(pcor_handle_t h, int mode);
  */
 PCOR_API int pcor_handle_wait(pcor_handle_t h, int64_t timeout_ns);
 
+/* ------------------------------------------- processes, names, events */
+
+/*
+ * The directory service.  Every process runs an agent of it; together
+ * they know each process's host and ports, keep published names and tell
+ * everyone when a process joins or leaves.  The calls below may block for
+ * a round trip to another process's agent (bounded by PCOR_NAMING_TIMEOUT_MS
+ * unless a timeout says otherwise); they may be called from any thread,
+ * pcor thread or not, after pcor_init.
+ */
+
+#define PCOR_NAME_MAX 255  /* bytes of a published name, without the NUL */
+#define PCOR_HOST_MAX 96   /* host identity, with the NUL */
+#define PCOR_AGENT_MAX 64  /* agent address "a.b.c.d:port", with the NUL */
+
+/* What became of a process. */
+typedef enum pcor_proc_state {
+	PCOR_PROC_ALIVE = 1, /* a member of the application */
+	PCOR_PROC_EXITED,    /* left through pcor_finalize */
+	PCOR_PROC_FAILED,    /* died without pcor_finalize */
+} pcor_proc_state_t;
+
+/* One process as the directory knows it (a copy: the caller owns it). */
+typedef struct pcor_proc_info {
+	int pid;
+	int state;                 /* pcor_proc_state_t */
+	int nports;                /* fabric ports it registered */
+	char host[PCOR_HOST_MAX];  /* host identity: equal strings share a
+				      machine and its network namespace */
+	char agent[PCOR_AGENT_MAX]; /* its directory agent */
+} pcor_proc_info_t;
+
+/*
+ * pcor_proc_info -- resolve a process id.
+ *
+ * Fills *info_p from the local cache, or from the entry's home agent.
+ * Returns PCOR_OK; PCOR_ERR_PEER_LOST when the process has exited or
+ * failed (*info_p is filled all the same, with its state); PCOR_ERR_NOPEER
+ * for a pid that is not (or not yet) a member; PCOR_ERR_INVAL (info_p
+ * NULL); PCOR_ERR_TIMEDOUT when its home agent did not answer.
+ */
+PCOR_API int pcor_proc_info(int pid, pcor_proc_info_t *info_p);
+
+/*
+ * pcor_name_publish -- bind name to <pid, thid> for the whole application.
+ *
+ * name is copied; it is 1..PCOR_NAME_MAX bytes.  pid may be this process
+ * or any living member.  The name belongs to the calling process: only it
+ * may unpublish it, and it disappears when this process leaves or fails.
+ *
+ * Returns PCOR_OK; PCOR_ERR_EXISTS if the name is already published (by
+ * anyone, this process included); PCOR_ERR_INVAL (bad name);
+ * PCOR_ERR_NOPEER, PCOR_ERR_PEER_LOST (pid); PCOR_ERR_BADTHID;
+ * PCOR_ERR_TIMEDOUT.
+ */
+PCOR_API int pcor_name_publish(const char *name, int pid, int thid);
+
+/*
+ * pcor_name_lookup -- find who published name.
+ *
+ * timeout_ns 0 answers at once; > 0 waits up to that long for the name to
+ * be published; < 0 waits without limit.  thid_p may be NULL.
+ *
+ * Returns PCOR_OK and *pid_p, *thid_p; PCOR_ERR_NOTFOUND (not published,
+ * timeout 0); PCOR_ERR_TIMEDOUT (not published within the timeout);
+ * PCOR_ERR_PEER_LOST (published for a process that has since died);
+ * PCOR_ERR_INVAL (bad name, pid_p NULL).
+ */
+PCOR_API int pcor_name_lookup(const char *name, int64_t timeout_ns,
+			      int *pid_p, int *thid_p);
+
+/*
+ * pcor_name_unpublish -- withdraw a name this process published.
+ * Returns PCOR_OK; PCOR_ERR_NOTFOUND (this process did not publish it);
+ * PCOR_ERR_INVAL.
+ */
+PCOR_API int pcor_name_unpublish(const char *name);
+
+/*
+ * pcor_spawn -- start one more process of this application.
+ *
+ * The launcher (pcorrun) starts argv[0] with argv on host (NULL: the
+ * launcher's choice; "localhost": the launcher's machine; otherwise
+ * through its remote-shell command).  argv and its strings are copied.
+ * Returns once the new process has joined, i.e. passed pcor_init: every
+ * process then sees a PCOR_MEMBER_STARTUP event for it and can resolve
+ * *pid_p.  New pids are never reused and pcor_nprocs() grows to cover
+ * them.  Bounded by PCOR_JOIN_TIMEOUT_MS.
+ *
+ * Returns PCOR_OK and *pid_p; PCOR_ERR_INVAL; PCOR_ERR_NOTFOUND (no such
+ * program); PCOR_ERR_UNREACHABLE (host cannot be reached);
+ * PCOR_ERR_PEER_LOST (it died before joining); PCOR_ERR_TIMEDOUT;
+ * PCOR_ERR_NOSUPPORT when this process was not started by pcorrun (alone,
+ * or under a PMIx resource manager).
+ */
+PCOR_API int pcor_spawn(const char *host, char *const argv[], int *pid_p);
+
+/* Membership events. */
+typedef enum pcor_member_event {
+	PCOR_MEMBER_STARTUP = 1, /* a process joined: it can be resolved */
+	PCOR_MEMBER_EXIT,        /* a process left through pcor_finalize */
+	PCOR_MEMBER_FAILURE,     /* a process died (its control connection
+				    closed without a goodbye) */
+} pcor_member_event_t;
+
+/*
+ * A membership callback.  Runs on pcor's event thread, one event at a
+ * time, in the order this process learned of them; no pcor lock is held,
+ * so it may call any pcor function but pcor_finalize.
+ */
+typedef void (*pcor_member_fn)(int pid, pcor_member_event_t ev, void *arg);
+
+/*
+ * pcor_member_callback -- deliver membership events to fn (with arg)
+ * from now on; NULL stops them (events not yet delivered are dropped).
+ * Events of processes other than the caller only; start-up events of the
+ * initial processes happened during pcor_init.  Failures reach the
+ * callback well within a second or two of the death.
+ * Returns PCOR_OK; PCOR_ERR_SYSTEM (the event thread could not start).
+ */
+PCOR_API int pcor_member_callback(pcor_member_fn fn, void *arg);
+
 /* ------------------------------------------------ remote thread creation */
 
 /*

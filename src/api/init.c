@@ -6,6 +6,7 @@
  * was set up and leaves the process as before the call.
  */
 #include "api.h"
+#include "../naming/naming.h"
 
 pcori_rt_t pcori_rt;
 
@@ -32,13 +33,13 @@ PCOR_API int pcor_init(int *argc, char ***argv)
 	rc = pcori_log_init(&pcori_rt.cfg);
 	if (rc)
 		goto err_state;
+	pcori_rt.max_threads = (int)pcori_rt.cfg.max_threads;
+	/* Who we are and where the others are: pcorrun, PMIx, or alone. */
 	pcori_boot_t boot;
 	rc = pcori_naming_init(&pcori_rt.cfg, &boot);
 	if (rc)
 		goto err_log;
-	pcori_rt.pid = boot.pid;
-	pcori_rt.nprocs = boot.nprocs;
-	pcori_rt.max_threads = (int)pcori_rt.cfg.max_threads;
+	pcori_rt.pid = boot.pid; /* nprocs is kept by the directory */
 	snprintf(pcori_rt.host, sizeof(pcori_rt.host), "%s", boot.host);
 
 	rc = pcori_dma_init((size_t)pcori_rt.cfg.dma_reserve);
@@ -79,13 +80,18 @@ PCOR_API int pcor_init(int *argc, char ***argv)
 			goto err_net;
 		}
 	}
+	/*
+	 * Join the directory: returns once every initial process has
+	 * registered, so every pid resolves when pcor_init returns.
+	 */
 	rc = pcori_naming_join(self);
 	free(self);
 	if (rc)
 		goto err_net;
 	atomic_store(&pcori_rt.state, PCORI_RT_READY);
 	PCORI_INFO(PCORI_SUB_CORE, "init: pid %d of %d, %d thread ids",
-		   pcori_rt.pid, pcori_rt.nprocs, pcori_rt.max_threads);
+		   pcori_rt.pid, atomic_load(&pcori_rt.nprocs),
+		   pcori_rt.max_threads);
 	return PCOR_OK;
 
 err_net:
@@ -120,8 +126,12 @@ PCOR_API int pcor_finalize(void)
 	if (!atomic_compare_exchange_strong(&pcori_rt.state, &expect,
 					    PCORI_RT_INITIALIZING))
 		return PCOR_ERR_FINALIZED;
-	/* Acks and control messages peers wait for go out before we leave. */
+	/* Acks and data peers wait for go out before we leave. */
 	pcori_net_quiesce();
+	/*
+	 * Then say goodbye: the others see an exit, not a failure, and no
+	 * membership hook runs into a layer that is being taken down.
+	 */
 	pcori_naming_fini();
 	pcori_net_fini();
 	if (pcori_self_thid() >= 0) {

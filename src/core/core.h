@@ -177,15 +177,23 @@ static inline void pcori_unlock(pcori_lock_t *l)
  * take k/m/g suffixes (powers of 1024).  tools/pcor_info prints them.
  */
 #define PCORI_KNOBS(X)                                                         \
-	X(BACKPRESSURE_MS, backpressure_ms, INT, "1000", 0, 3600000,           \
-	  "how long a send waits for room in a full receiver pool before "    \
-	  "returning PCOR_ERR_AGAIN")                                          \
-	X(DMA_RESERVE, dma_reserve, SIZE, "64g", 64 << 20, (1LL << 46),        \
-	  "virtual address space reserved for DMA memory (only touched pages " \
-	  "use memory)")                                                       \
 	X(ACK_DELAY_NS, ack_delay_ns, INT, "20000", 0, 1000000000,             \
 	  "how long a receiver may hold back an acknowledgement hoping to "    \
-	  "piggyback it on a message going the other way (ns)")               \
+	  "piggyback it on a message going the other way (ns)")                \
+	X(AGENT_ADDR, agent_addr, STRING, "", 0, 0,                            \
+	  "launcher agents to bootstrap from, ip:port[,ip:port...] (set by "   \
+	  "pcorrun)")                                                          \
+	X(AGENT_IF, agent_if, STRING, "", 0, 0,                                \
+	  "IPv4 address the directory agent listens on; empty: loopback when " \
+	  "the job is on one host, else the address that reached the "         \
+	  "launcher")                                                          \
+	X(AGENT_PORTS, agent_ports, STRING, "0", 0, 0,                         \
+	  "TCP port or range lo-hi for the directory agent; 0: any")           \
+	X(AUTH_TIMEOUT_MS, auth_timeout_ms, INT, "5000", 10, 600000,           \
+	  "time a control connection has to authenticate and say hello")       \
+	X(BACKPRESSURE_MS, backpressure_ms, INT, "1000", 0, 3600000,           \
+	  "how long a send waits for room in a full receiver pool before "     \
+	  "returning PCOR_ERR_AGAIN")                                          \
 	X(BLOCK_POLL_NS, block_poll_ns, INT, "50000", 1000, 999999999,         \
 	  "a blocked dispatcher of a port without a wait descriptor (shm, "    \
 	  "udp) polls this often (ns)")                                        \
@@ -194,6 +202,9 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(DISPATCH_SPIN_NS, dispatch_spin_ns, INT, "200000", 0, 10000000000LL, \
 	  "adaptive dispatchers spin this long after the last event before "   \
 	  "they block (ns)")                                                   \
+	X(DMA_RESERVE, dma_reserve, SIZE, "64g", 64 << 20, (1LL << 46),        \
+	  "virtual address space reserved for DMA memory (only touched pages " \
+	  "use memory)")                                                       \
 	X(EAGER_MAX, eager_max, SIZE, "64k", 0, 2 << 20,                       \
 	  "messages up to this size are sent eagerly; larger ones by "         \
 	  "rendezvous (at most 32 fragments)")                                 \
@@ -203,6 +214,16 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(IFACES, ifaces, STRING, "", 0, 0,                                    \
 	  "comma-separated fabric domains (network interfaces for tcp/udp) "   \
 	  "to open data ports on; empty: all")                                 \
+	X(JOB_KEY, job_key, STRING, "", 0, 0,                                  \
+	  "job key, 64 hex digits (set by pcorrun; keep it secret)")           \
+	X(JOB_PID, job_pid, INT, "-1", -1, INT_MAX - 1,                        \
+	  "this process's id (set by pcorrun)")                                \
+	X(JOB_SIZE, job_size, INT, "0", 0, INT_MAX - 1,                        \
+	  "number of processes started together (set by pcorrun; 0: not "      \
+	  "started by pcorrun)")                                               \
+	X(JOIN_TIMEOUT_MS, join_timeout_ms, INT, "60000", 100, 86400000,       \
+	  "how long pcor_init waits for the other processes, and pcor_spawn "  \
+	  "for the new one")                                                   \
 	X(LINGER_MS, linger_ms, INT, "10000", 0, 3600000,                      \
 	  "how long pcor_finalize waits for live peers to take what was sent " \
 	  "to them (acks, rendezvous data)")                                   \
@@ -220,6 +241,11 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(MCB_POOL, mcb_pool, INT, "65536", 16, 16777216,                      \
 	  "message control blocks per process: bounds the unexpected "         \
 	  "messages held at once")                                             \
+	X(NAMING_TIMEOUT_MS, naming_timeout_ms, INT, "10000", 10, 3600000,     \
+	  "how long a directory request waits for another agent's answer")     \
+	X(PMIX, pmix, STRING, "auto", 0, 0,                                    \
+	  "bootstrap through PMIx: auto (when a PMIx server started us), on, " \
+	  "off")                                                               \
 	X(PROVIDERS, providers, STRING, "shm,tcp;ofi_rxm", 0, 0,               \
 	  "comma-separated libfabric providers to open ports with, in order "  \
 	  "of preference")                                                     \
@@ -511,11 +537,16 @@ typedef enum pcori_rt_state {
 	PCORI_RT_FINALIZED,
 } pcori_rt_state_t;
 
-/* Process-wide facts; written during pcor_init, read-only afterwards. */
+/* Process-wide facts; written during pcor_init, read-only afterwards
+ * (but nprocs, which grows as processes join). */
 typedef struct pcori_rt {
 	_Atomic int state;
 	int pid;
-	int nprocs;
+	/*
+	 * Highest pid plus one: grows (atomically, never shrinks) as
+	 * processes join, so `pid < nprocs` stays a cheap membership check.
+	 */
+	_Atomic int nprocs;
 	int max_threads;
 	char host[96]; /* host identity (see naming.h) */
 	pcori_config_t cfg;

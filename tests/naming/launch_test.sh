@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# launch_test.sh CASE PCORRUN NAMING_APP -- multi-process directory tests.
+#
+# Each case starts its processes through the real launcher (or mpirun),
+# checks what they printed and how the launcher ended, and leaves no
+# process or network namespace behind, even when it fails.  Exit 77 means
+# skipped, with the reason on stdout.
+#
+#   kill      a process dies by SIGKILL; the others see it (pcorrun exits 137)
+#   exitcode  a process exits 5: pcorrun ends the job and exits 5
+#   badprog   a program that does not exist: one error line, exit 127
+#   badhost   a host that cannot be reached: one error line, non-zero
+#   mpirun    the same program under Open MPI's mpirun, through PMIx
+#   netns     three "hosts" made of network namespaces, --rsh 'ip netns exec'
+set -u
+case_=$1 pcorrun=$2 app=$3
+tmp=$(mktemp -d)
+marker="pcortest-$$-$RANDOM"   # an argument that names our processes
+namespaces=()
+
+cleanup() {
+	# Anything of ours still running: ended, whatever happened.
+	pkill -KILL -f -- "$marker" 2>/dev/null
+	for ns in "${namespaces[@]}"; do
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+		ip netns del "$ns" 2>/dev/null
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$tmp/out" 2>/dev/null
+	echo "--- stderr"; cat "$tmp/err" 2>/dev/null; exit 1; }
+skip() { echo "SKIP: $*"; exit 77; }
+
+# run_job EXPECTED_STATUS TIMEOUT_S cmd...: run, capture, check the status.
+run_job() {
+	local want=$1 limit=$2; shift 2
+	timeout -k 5 "$limit" "$@" >"$tmp/out" 2>"$tmp/err"
+	st=$?
+	[ "$st" -ne 124 ] || fail "timed out after ${limit}s: $*"
+	[ "$st" -eq "$want" ] || fail "exit status $st, expected $want: $*"
+}
+
+count() { grep -c -- "$1" "$tmp/out" || true; }
+
+no_leftovers() {
+	if pgrep -f -- "$marker" >/dev/null; then
+		pgrep -af -- "$marker"
+		fail "processes left behind"
+	fi
+}
+
+# The marker rides along as an extra, ignored argument.
+case $case_ in
+kill)
+	run_job 137 60 "$pcorrun" -n 4 --keep-going --tag-output \
+		"$app" kill 4 "$marker"
+	[ "$(count 'kill: ok')" -eq 3 ] || fail "3 survivors should pass"
+	grep -q "process 3 .*killed by signal 9" "$tmp/err" ||
+		fail "pcorrun did not say which process died and why"
+	no_leftovers
+	;;
+exitcode)
+	start=$(date +%s)
+	run_job 5 60 "$pcorrun" -n 3 "$app" exit 3 2 5 "$marker"
+	[ $(( $(date +%s) - start )) -lt 20 ] || fail "the job was not ended"
+	grep -q "process 2 .*exited with status 5; ending the job" "$tmp/err" ||
+		fail "no clear message"
+	no_leftovers
+	;;
+badprog)
+	run_job 127 30 "$pcorrun" -n 2 /nonexistent/pcor-program "$marker"
+	[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "expected one error line"
+	grep -q "cannot run '/nonexistent/pcor-program'" "$tmp/err" ||
+		fail "unclear error"
+	;;
+badhost)
+	timeout -k 5 60 "$pcorrun" -n 2 -H "nohost-$marker" \
+		--rsh 'ip netns exec %h' "$app" basic 2 "$marker" \
+		>"$tmp/out" 2>"$tmp/err"
+	st=$?
+	[ "$st" -ne 0 ] && [ "$st" -ne 124 ] || fail "status $st"
+	[ "$(grep -c '^pcorrun:' "$tmp/err")" -eq 1 ] ||
+		fail "expected one pcorrun error line"
+	grep -q "before joining the job" "$tmp/err" || fail "unclear error"
+	no_leftovers
+	;;
+mpirun)
+	if ! command -v mpirun >/dev/null; then
+		if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+				--no-install-recommends openmpi-bin libpmix-dev \
+				>/dev/null 2>&1
+		fi
+		command -v mpirun >/dev/null ||
+			skip "mpirun (openmpi-bin) is not installed"
+	fi
+	"$app" has-pmix ||
+		skip "pcor was built without PMIx (libpmix-dev missing at configure time)"
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+	# libpmix keeps a few bytes for good; sanitizer builds would object.
+	supp="$(cd "$(dirname "$0")" && pwd)/lsan.supp"
+	export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$supp"
+	unset PCOR_JOB_SIZE PCOR_JOB_PID PCOR_JOB_KEY PCOR_AGENT_ADDR
+	if ! timeout 60 mpirun --oversubscribe -n 1 true >"$tmp/out" 2>&1; then
+		skip "mpirun cannot start a PMIx server here: $(head -c 300 "$tmp/out")"
+	fi
+	run_job 0 120 mpirun --oversubscribe -n 4 "$app" basic 4 "$marker"
+	[ "$(count 'basic: ok')" -eq 4 ] || fail "4 processes should pass"
+	no_leftovers
+	;;
+netns)
+	command -v ip >/dev/null || skip "ip (iproute2) is not installed"
+	tag="pc$$"
+	ctl="${tag}ctl"
+	ip netns add "$ctl" 2>"$tmp/err" ||
+		skip "cannot create network namespaces (no CAP_NET_ADMIN?): $(cat "$tmp/err")"
+	namespaces+=("$ctl")
+	# A private segment that exists only inside these namespaces.
+	net="10.213.$(( $$ % 250 + 1 ))"
+	ip -n "$ctl" link set lo up
+	ip -n "$ctl" link add br0 type bridge || fail "no bridge support"
+	ip -n "$ctl" addr add "$net.1/24" dev br0
+	ip -n "$ctl" link set br0 up
+	hosts=()
+	for i in 1 2 3; do
+		ns="${tag}h$i"
+		ip netns add "$ns" || fail "ip netns add $ns"
+		namespaces+=("$ns")
+		hosts+=("$ns")
+		ip -n "$ns" link set lo up
+		ip -n "$ctl" link add "v$i" type veth peer name eth0 netns "$ns" ||
+			fail "no veth support"
+		ip -n "$ctl" link set "v$i" master br0 up
+		ip -n "$ns" addr add "$net.$((i + 1))/24" dev eth0
+		ip -n "$ns" link set eth0 up
+	done
+	hostlist=$(IFS=,; echo "${hosts[*]}")
+	run_job 0 120 ip netns exec "$ctl" "$pcorrun" -n 3 -H "$hostlist" \
+		--rsh 'ip netns exec %h' --agent-if "$net.1" --tag-output \
+		"$app" basic 3 hosts 3 "$marker"
+	[ "$(count 'basic: ok')" -eq 3 ] || fail "3 processes should pass"
+	# One more process per host than hosts: two share a namespace.
+	run_job 0 120 ip netns exec "$ctl" "$pcorrun" -n 4 -H "$hostlist" \
+		--rsh 'ip netns exec %h' --agent-if "$net.1" --tag-output \
+		"$app" spawn 4 2 "$marker"
+	[ "$(count 'spawn: ok')" -eq 4 ] || fail "spawn across hosts"
+	[ "$(count 'spawned: ok')" -eq 2 ] || fail "spawned across hosts"
+	no_leftovers
+	;;
+*)
+	echo "unknown case $case_"; exit 2 ;;
+esac
+echo "$case_: ok"
+exit 0
