@@ -6,7 +6,7 @@
  *                 non-DMA pointers, reuse of freed spans
  *   dma coalesce  with a 64 MiB reservation: exhaustion, splitting and
  *                 merging of free spans with either neighbour or both
- *   dma threads   concurrent alloc/free
+ *   dma threads   concurrent alloc/free, and two threads freeing one block
  */
 #include "core/core.h"
 
@@ -255,6 +255,21 @@ static void case_coalesce(void)
 
 #define NTHREADS 4
 #define ROUNDS (TH_SANITIZED ? 3000 : 30000)
+#define FREE_RACES 1000
+
+static char *_Atomic shared_block;
+static _Atomic int free_ok, free_notdma;
+static _Atomic int go, done; /* a spinning gate: no sleeper lags behind */
+static pthread_barrier_t phase;
+
+static void spin_until(_Atomic int *v, int at_least)
+{
+	uint64_t deadline = th_now_ns() + 60ull * 1000000000u;
+	while (atomic_load(v) < at_least) {
+		CHECK(th_now_ns() < deadline);
+		sched_yield();
+	}
+}
 
 static void *churn(void *arg)
 {
@@ -289,6 +304,21 @@ static void *churn(void *arg)
 		CHECK_REF(held[n], hsize[n], hkey[n]);
 		CHECK_OK(pcor_dma_free(held[n]));
 	}
+
+	/*
+	 * Several threads free one block at once: exactly one succeeds.
+	 * Nobody allocates meanwhile, or the block could be someone's again.
+	 */
+	th_barrier_wait(&phase);
+	for (int i = 0; i < FREE_RACES; i++) {
+		spin_until(&go, i + 1);
+		int rc = pcor_dma_free(atomic_load(&shared_block));
+		if (rc == PCOR_OK)
+			atomic_fetch_add(&free_ok, 1);
+		else if (rc == PCOR_ERR_NOTDMA)
+			atomic_fetch_add(&free_notdma, 1);
+		atomic_fetch_add(&done, 1);
+	}
 	return NULL;
 }
 
@@ -296,11 +326,26 @@ static void case_threads(void)
 {
 	CHECK_OK(pcor_init(NULL, NULL));
 	th_ref_init(5 * MiB);
+	th_barrier_init(&phase, NTHREADS + 1);
 	pthread_t t[NTHREADS];
 	for (int i = 0; i < NTHREADS; i++)
 		th_thread_start(&t[i], churn, (void *)(intptr_t)i);
+	th_barrier_wait(&phase);
+	for (int i = 0; i < FREE_RACES; i++) {
+		/* Alternate slab blocks and spans. */
+		void *p = alloc_ok(i & 1 ? 6 * MiB : 256);
+		atomic_store(&shared_block, p);
+		atomic_store(&free_ok, 0);
+		atomic_store(&free_notdma, 0);
+		atomic_store(&done, 0);
+		atomic_store(&go, i + 1);
+		spin_until(&done, NTHREADS);
+		CHECK(atomic_load(&free_ok) == 1);
+		CHECK(atomic_load(&free_notdma) == NTHREADS - 1);
+	}
 	for (int i = 0; i < NTHREADS; i++)
 		th_thread_join(t[i]);
+	pthread_barrier_destroy(&phase);
 	CHECK(pcori_dma_in_use() == 0);
 	th_ref_fini();
 	CHECK_OK(pcor_finalize());
