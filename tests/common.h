@@ -18,6 +18,8 @@
 #define TH_SANITIZED 0
 #endif
 
+#define TH_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
 static inline uint64_t th_now_ns(void)
 {
 	struct timespec ts;
