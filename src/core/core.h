@@ -331,8 +331,11 @@ typedef enum pcori_req_kind {
 	PCORI_REQ_RECV_DMA,
 } pcori_req_kind_t;
 
-/* Completion word values (besides PCORI_WAIT_SLEEPER). */
-#define PCORI_REQ_PENDING 0u
+/*
+ * Completion word values (besides PCORI_WAIT_SLEEPER): PCORI_REQ_DONE once
+ * complete; while pending, a value derived from the request's generation
+ * (see handle.c), so that waiters notice when the slot is reused.
+ */
 #define PCORI_REQ_DONE 1u
 
 /* Where a receive reports its message; either form, chosen by the caller. */
@@ -352,7 +355,7 @@ typedef struct pcori_report {
  */
 typedef struct pcori_req {
 	/* line 1: what completion and matching touch */
-	_Atomic uint32_t state; /* PENDING/DONE | SLEEPER: the futex word */
+	_Atomic uint32_t state; /* pending/DONE | SLEEPER: the futex word */
 	_Atomic uint32_t gen;   /* odd while allocated; see handle.c */
 	int32_t status;         /* final status, valid once DONE */
 	uint16_t kind;          /* pcori_req_kind_t */

@@ -147,14 +147,27 @@ static inline uint32_t hgen(uint32_t gen)
 	return ((gen >> 1) % PCORI_HGEN_SPAN) + 1;
 }
 
+/*
+ * The completion word's value while the request of generation gen (odd)
+ * is pending: even, never PCORI_REQ_DONE nor the sleeper bit, and
+ * different for the next use of the slot.  A thread still waiting on a
+ * handle whose slot was released and taken again thus sees the word
+ * change and returns, instead of waiting for someone else's request.
+ */
+static inline uint32_t pending_of(uint32_t gen)
+{
+	return (gen << 1) & ~PCORI_WAIT_SLEEPER;
+}
+
 pcori_req_t *pcori_req_alloc(void)
 {
 	uint32_t idx;
 	if (PCORI_UNLIKELY(!pop_index(&idx)))
 		return NULL;
 	pcori_req_t *r = slot(idx);
-	atomic_store_explicit(&r->state, PCORI_REQ_PENDING, memory_order_relaxed);
-	atomic_fetch_add_explicit(&r->gen, 1, memory_order_relaxed);
+	uint32_t g = atomic_fetch_add_explicit(&r->gen, 1,
+					       memory_order_relaxed) + 1;
+	atomic_store_explicit(&r->state, pending_of(g), memory_order_relaxed);
 	r->status = PCOR_OK;
 	r->flags = 0;
 	r->ctx = 0;
@@ -244,10 +257,10 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 	if (PCORI_UNLIKELY(!r))
 		return PCOR_ERR_BADHANDLE;
 	uint32_t st = atomic_load_explicit(&r->state, memory_order_acquire);
-	if ((st & ~PCORI_WAIT_SLEEPER) == PCORI_REQ_PENDING) {
+	if ((st & ~PCORI_WAIT_SLEEPER) == pending_of(gen)) {
 		if (!block)
 			return PCOR_INPROGRESS;
-		rc = pcori_wait_word(&r->state, PCORI_REQ_PENDING,
+		rc = pcori_wait_word(&r->state, pending_of(gen),
 				     pcori_rt.cfg.spin_ns, timeout_ns);
 		if (rc)
 			return rc;

@@ -131,6 +131,9 @@ static void test_wait_timeouts(void)
 	CHECK(th_now_ns() - t0 >= (uint64_t)(10 * ms));
 }
 
+/* Any value other than PCORI_REQ_DONE stands for pending here. */
+#define PENDING 6u
+
 static _Atomic uint32_t word;
 static _Atomic pid_t waiter_tid;
 static int waiter_rc;
@@ -139,8 +142,7 @@ static void *waiter(void *arg)
 {
 	int64_t spin = (int64_t)(intptr_t)arg;
 	atomic_store(&waiter_tid, (pid_t)syscall(SYS_gettid));
-	waiter_rc = pcori_wait_word(&word, PCORI_REQ_PENDING, spin,
-				    30ll * 1000000000);
+	waiter_rc = pcori_wait_word(&word, PENDING, spin, 30ll * 1000000000);
 	return NULL;
 }
 
@@ -149,7 +151,7 @@ static void test_wake(void)
 {
 	for (int round = 0; round < 40; round++) {
 		bool sleeping = round & 1;
-		atomic_store(&word, PCORI_REQ_PENDING);
+		atomic_store(&word, PENDING);
 		atomic_store(&waiter_tid, 0);
 		waiter_rc = -999;
 		pthread_t t;
@@ -161,8 +163,8 @@ static void test_wake(void)
 		}
 		if (sleeping) {
 			/* It says so before it sleeps. */
-			for (long i = 0; atomic_load(&word) !=
-					 (PCORI_REQ_PENDING | PCORI_WAIT_SLEEPER);
+			for (long i = 0;
+			     atomic_load(&word) != (PENDING | PCORI_WAIT_SLEEPER);
 			     i++) {
 				CHECK(i < 100000000);
 				sched_yield();
