@@ -391,8 +391,8 @@ pcori_req_t *pcori_req_lookup(pcor_handle_t h, uint32_t *gen_p);
 void pcori_htable_flush_tls(void);
 
 /*
- * Finish a request: write its report (receives), publish status, wake a
- * waiter.  Called exactly once per request, by any thread, holding no
+ * Finish a request: write its report (receives that got a message),
+ * publish status, wake a waiter.  Called exactly once per request, by any thread, holding no
  * pcor lock that the waiter could need.
  */
 void pcori_req_complete(pcori_req_t *req, int status);

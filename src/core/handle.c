@@ -228,7 +228,13 @@ size_t pcori_htable_live(void)
 void pcori_req_complete(pcori_req_t *req, int status)
 {
 	req->status = status;
-	if (req->kind == PCORI_REQ_RECV_COPY || req->kind == PCORI_REQ_RECV_DMA) {
+	/* A receive that ends without a message has nothing to report; its
+	 * info would be whatever the slot's previous request left there. */
+	bool got_msg = status != PCOR_ERR_CANCELED &&
+		       status != PCOR_ERR_PEER_LOST;
+	if ((req->kind == PCORI_REQ_RECV_COPY ||
+	     req->kind == PCORI_REQ_RECV_DMA) &&
+	    got_msg) {
 		const pcori_report_t *rp = &req->report;
 		if (rp->info)
 			*rp->info = req->info;
