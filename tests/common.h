@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 /* Sanitizer builds run tenfold slower; some loops shorten there. */
