@@ -262,6 +262,32 @@ static void test_self_detach(void)
 	CHECK_RC(pcor_thread_join(t, NULL), PCOR_ERR_BADTHID);
 }
 
+static void *holder_of_mail(void *arg)
+{
+	(void)arg;
+	th_barrier_wait(&bar);
+	send_to(0, 9, "for id 0");
+	th_barrier_wait(&bar);
+	return NULL;
+}
+
+/* The main thread is a pcor thread like any other: it may leave and
+ * come back, and mail for its id waits meanwhile. */
+static void test_main_detach(void)
+{
+	int other;
+	CHECK_OK(pcor_thread_create(holder_of_mail, NULL, &other));
+	CHECK_OK(pcor_thread_detach());
+	CHECK_RC(pcor_self_thid(), PCOR_ERR_NOTATTACHED);
+	th_barrier_wait(&bar); /* it may send to id 0 now */
+	th_barrier_wait(&bar); /* it has */
+	int t = SENTINEL;
+	CHECK_OK(pcor_thread_attach(&t));
+	CHECK(t == me); /* the lowest free id is its old one */
+	recv_expect(other, 9, "for id 0");
+	CHECK_OK(pcor_thread_join(other, NULL));
+}
+
 int main(void)
 {
 	char v[16];
@@ -276,6 +302,7 @@ int main(void)
 	test_exit();
 	test_toomany();
 	test_self_detach();
+	test_main_detach();
 	pthread_barrier_destroy(&bar);
 	/* Every thread is gone or detached: finalize is not BUSY. */
 	CHECK_OK(pcor_finalize());
