@@ -373,7 +373,9 @@ typedef struct pcori_req {
 	void *mcb;           /* a parked sendDMA's MCB (local path) */
 } pcori_req_t;
 
-int pcori_htable_init(uint32_t max_handles);
+/* Room for max_handles requests in progress, with max_threads threads
+ * each caching free slots. */
+int pcori_htable_init(uint32_t max_handles, uint32_t max_threads);
 void pcori_htable_fini(void);
 
 /* A fresh PENDING request; NULL when the table is full. */

@@ -11,7 +11,8 @@
  *    other PCOR_ERR_BADHANDLE.  The 11 generation bits in the handle make a
  *    stale handle look valid only after 2047 reuses of its slot.
  *  - Free slots are kept per pcor thread (a small LIFO in TLS, hot in
- *    cache) in front of one global stack under a lock.
+ *    cache) in front of one global stack under a lock.  The table is
+ *    sized for PCOR_MAX_HANDLES plus every thread's cache.
  */
 #include "core.h"
 
@@ -35,11 +36,20 @@ static struct {
 
 _Thread_local pcori_tls_t pcori_tls __attribute__((tls_model("initial-exec")));
 
-int pcori_htable_init(uint32_t max_handles)
+int pcori_htable_init(uint32_t max_handles, uint32_t max_threads)
 {
-	uint32_t max = (max_handles + PCORI_HCHUNK - 1) & ~(PCORI_HCHUNK - 1);
-	if (max > (1u << PCORI_HINDEX_BITS))
-		max = 1u << PCORI_HINDEX_BITS;
+	/*
+	 * Free slots cached by threads are out of other threads' reach, so
+	 * the table also has room for all caches full: max_handles
+	 * operations can be in progress however many threads hold cached
+	 * slots.  Chunks are only allocated when used.
+	 */
+	uint64_t want = (uint64_t)max_handles +
+			(uint64_t)max_threads * PCORI_TLS_CACHE;
+	want = (want + PCORI_HCHUNK - 1) & ~(uint64_t)(PCORI_HCHUNK - 1);
+	uint32_t max = want > (1u << PCORI_HINDEX_BITS)
+			       ? 1u << PCORI_HINDEX_BITS
+			       : (uint32_t)want;
 	memset(&ht, 0, sizeof(ht));
 	pcori_lock_init(&ht.lock);
 	ht.max = max;

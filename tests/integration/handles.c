@@ -3,7 +3,8 @@
  * released, stale, random, zero and negative handles, bad modes, timed
  * waits; and two threads testing one handle, of which exactly one gets
  * the status while the other gets PCOR_ERR_BADHANDLE and returns,
- * however soon the handle's slot is used again.
+ * however soon the handle's slot is used again.  And PCOR_MAX_HANDLES
+ * operations can be in progress however many threads have come by.
  *
  * PCOR_SPIN_NS=0 makes every blocking test sleep at once, so the
  * wake-up paths are the ones exercised.
@@ -26,6 +27,13 @@ static void send_self(int tag, const void *buf, size_t len)
 {
 	pcor_handle_t h = 0;
 	CHECK_OK(pcor_send_copy(0, me, tag, buf, len, &h));
+	CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+}
+
+static void send_msg(int thid, int tag)
+{
+	pcor_handle_t h = 0;
+	CHECK_OK(pcor_send_copy(0, thid, tag, "ok", 3, &h));
 	CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
 }
 
@@ -200,13 +208,74 @@ static void test_two_testers(void)
 	printf("wins: tester 0 %d, tester 1 %d\n", counts[0], counts[1]);
 }
 
+/* ---- capacity with many threads about ---- */
+
+#define MAX_HANDLES 1024
+#define NBUSY 300
+
+static pthread_barrier_t cap_bar;
+
+static void *busy(void *arg)
+{
+	(void)arg;
+	/* Use a few handles and keep running (and whatever it caches). */
+	int self = pcor_self_thid();
+	for (int i = 0; i < 3; i++) {
+		char b[4];
+		pcor_handle_t rh;
+		CHECK_OK(pcor_recv_copy(0, self, 1, b, sizeof(b), NULL, &rh));
+		send_msg(self, 1);
+		CHECK_OK(pcor_handle_test(rh, PCOR_BLOCK));
+	}
+	th_barrier_wait(&cap_bar);
+	th_barrier_wait(&cap_bar);
+	return NULL;
+}
+
+static void test_capacity(void)
+{
+	th_barrier_init(&cap_bar, NBUSY + 1);
+	static int t[NBUSY];
+	for (int i = 0; i < NBUSY; i++)
+		CHECK_OK(pcor_thread_create(busy, NULL, &t[i]));
+	th_barrier_wait(&cap_bar);
+	/* Nothing is in progress: MAX_HANDLES receives must fit. */
+	static pcor_handle_t h[MAX_HANDLES];
+	char b[4];
+	int n = 0, rc = PCOR_OK;
+	while (n < MAX_HANDLES &&
+	       (rc = pcor_recv_copy(0, me, 2, b, sizeof(b), NULL, &h[n])) ==
+		       PCOR_OK)
+		n++;
+	if (n < MAX_HANDLES)
+		fprintf(stderr, "receive %d of %d: %s\n", n + 1, MAX_HANDLES,
+			pcor_status_name(rc));
+	CHECK(n == MAX_HANDLES);
+	/* Leaving cancels them all; come back for the rest of the test. */
+	CHECK_OK(pcor_thread_detach());
+	for (int i = 0; i < n; i++)
+		CHECK_RC(pcor_handle_test(h[i], PCOR_NONBLOCK),
+			 PCOR_ERR_CANCELED);
+	int again;
+	CHECK_OK(pcor_thread_attach(&again));
+	CHECK(again == me);
+	th_barrier_wait(&cap_bar);
+	for (int i = 0; i < NBUSY; i++)
+		CHECK_OK(pcor_thread_join(t[i], NULL));
+	pthread_barrier_destroy(&cap_bar);
+}
+
 int main(void)
 {
 	CHECK(setenv("PCOR_SPIN_NS", "0", 1) == 0);
+	char v[16];
+	snprintf(v, sizeof(v), "%d", MAX_HANDLES);
+	CHECK(setenv("PCOR_MAX_HANDLES", v, 1) == 0);
 	CHECK_OK(pcor_init(NULL, NULL));
 	me = pcor_self_thid();
 	test_misuse();
 	test_two_testers();
+	test_capacity();
 	CHECK_OK(pcor_finalize());
 	return 0;
 }
