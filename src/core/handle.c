@@ -187,13 +187,18 @@ pcori_req_t *pcori_req_alloc(void)
 	return r;
 }
 
-/* Odd -> even: exactly one caller wins. */
-static bool release(pcori_req_t *r, uint32_t gen)
+/*
+ * Odd -> even: exactly one caller wins.  Only the winner reads the status
+ * (into *status_p, may be NULL), before the slot can be taken again.
+ */
+static bool release(pcori_req_t *r, uint32_t gen, int *status_p)
 {
 	if (!atomic_compare_exchange_strong_explicit(&r->gen, &gen, gen + 1,
 						     memory_order_acq_rel,
 						     memory_order_relaxed))
 		return false;
+	if (status_p)
+		*status_p = r->status;
 	atomic_fetch_sub_explicit(&ht.live, 1, memory_order_relaxed);
 	push_index(r->index);
 	return true;
@@ -203,7 +208,7 @@ void pcori_req_free(pcori_req_t *req)
 {
 	uint32_t g = atomic_load_explicit(&req->gen, memory_order_relaxed);
 	PCORI_ASSERT(g & 1);
-	release(req, g);
+	release(req, g, NULL);
 }
 
 pcor_handle_t pcori_req_handle(const pcori_req_t *req)
@@ -281,8 +286,8 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 		if (rc)
 			return rc;
 	}
-	int status = r->status;
-	if (!release(r, gen))
+	int status;
+	if (!release(r, gen, &status))
 		return PCOR_ERR_BADHANDLE; /* another thread took it first */
 	return status;
 }

@@ -110,7 +110,7 @@ static void test_misuse(void)
 
 /* ---- two threads, one handle ---- */
 
-#define ROUNDS (TH_SANITIZED ? 200 : 1000)
+#define ROUNDS 1000
 #define TAG_RACE 10
 #define TAG_HOLD 11
 
