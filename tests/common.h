@@ -12,13 +12,6 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-/* Sanitizer builds run tenfold slower; some loops shorten there. */
-#ifdef PCOR_TEST_SANITIZED
-#define TH_SANITIZED 1
-#else
-#define TH_SANITIZED 0
-#endif
-
 #define TH_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static inline uint64_t th_now_ns(void)

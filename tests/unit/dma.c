@@ -254,7 +254,7 @@ static void case_coalesce(void)
 /* ---- threads ---- */
 
 #define NTHREADS 4
-#define ROUNDS (TH_SANITIZED ? 3000 : 30000)
+#define ROUNDS 30000
 #define FREE_RACES 1000
 
 static char *_Atomic shared_block;

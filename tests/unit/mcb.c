@@ -71,7 +71,7 @@ static void test_exhaustion(void)
 /* ---- concurrent alloc/free ---- */
 
 #define NTHREADS 4
-#define ROUNDS (TH_SANITIZED ? 20000 : 200000)
+#define ROUNDS 200000
 
 static struct {
 	pcori_mcb_pool_t pool;

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #define NTHREADS 4
-#define INCS (TH_SANITIZED ? 20000 : 200000)
+#define INCS 200000
 
 static pcori_lock_t lock = PCORI_LOCK_INITIALIZER;
 static uint64_t counter;        /* guarded by lock */
