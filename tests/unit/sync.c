@@ -116,10 +116,7 @@ static void test_wait_timeouts(void)
 		uint64_t t0 = th_now_ns();
 		CHECK_RC(pcori_wait_word(&w, 0, cases[i].spin, cases[i].timeout),
 			 PCOR_ERR_TIMEDOUT);
-		uint64_t el = th_now_ns() - t0;
-		CHECK(el >= (uint64_t)cases[i].timeout);
-		/* Generous upper bound: only catches spinning past it. */
-		CHECK(el < (uint64_t)cases[i].timeout + 2000 * ms);
+		CHECK(th_now_ns() - t0 >= (uint64_t)cases[i].timeout);
 		CHECK((atomic_load(&w) & ~PCORI_WAIT_SLEEPER) == 0);
 		atomic_store(&w, 0);
 	}
