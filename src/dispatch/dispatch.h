@@ -151,6 +151,12 @@ struct pcori_port {
 	pthread_t rx_thread, tx_thread;
 	bool rx_started, tx_started;
 	_Atomic bool stop;
+	/*
+	 * Rendezvous in flight through this port, either side.  Their data
+	 * moves only while both ends make progress, so its dispatcher does
+	 * not sleep meanwhile.
+	 */
+	_Atomic int busy;
 	pcori_port_stats_t st;
 };
 
@@ -183,6 +189,7 @@ typedef struct pcori_txmsg {
 	size_t size;
 	void *data;            /* payload */
 	void *reg;             /* rendezvous exposure handle */
+	pcori_port_t *busy_port; /* rendezvous: the port it keeps busy */
 	uint8_t *hdrs;         /* nfrags (eager) or 2 windows (stream) */
 	uint32_t sfrag, send;  /* streamed rendezvous: fragments to post */
 	pcori_list_t slink;    /* in the stream's list of such messages */
@@ -318,11 +325,6 @@ typedef struct pcori_net {
 	pcori_list_t readq;       /* guarded by timer_lock */
 	_Atomic int nreadq;
 	_Atomic int nleaving; /* peers with leave_ns set */
-	/*
-	 * Rendezvous in flight, either side.  Their data moves only while
-	 * both ends make progress, so dispatchers do not sleep meanwhile.
-	 */
-	_Atomic int busy;
 } pcori_net_t;
 
 extern pcori_net_t pcori_net;

@@ -154,8 +154,7 @@ static void *rx_main(void *arg)
 		}
 		/* Not idle while a rendezvous moves: its data needs us. */
 		if (p->mode == PCORI_DISPATCH_POLL ||
-		    atomic_load_explicit(&pcori_net.busy,
-					 memory_order_relaxed) ||
+		    atomic_load_explicit(&p->busy, memory_order_relaxed) ||
 		    (p->mode == PCORI_DISPATCH_ADAPTIVE &&
 		     pcori_now_ns() - idle_since <
 			     (uint64_t)pcori_net.spin_ns)) {

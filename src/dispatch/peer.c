@@ -79,27 +79,46 @@ pcori_peer_t *pcori_peer_get(int pid)
 	return p;
 }
 
-/* Pick our first port that shares a network with one of the peer's. */
+/*
+ * How good a port is for reaching a peer, lower is better: the cheaper
+ * link class first; among equals a network that only this host reaches
+ * (shared memory, loopback: no device, largest MTU); then the order of
+ * PCOR_PROVIDERS.
+ */
+static int route_cost(const pcori_port_t *p)
+{
+	bool host_local = strchr(p->info.network, '@') != NULL;
+	return (int)p->info.link_class * 4 + (host_local ? 0 : 2);
+}
+
+/* Pick our best port that shares a network with one of the peer's. */
 static int route(pcori_peer_t *peer, const pcori_member_t *m)
 {
+	pcori_port_t *best = NULL;
+	const pcori_port_info_t *best_info = NULL;
 	for (int i = 0; i < pcori_net.nports; i++) {
 		pcori_port_t *p = pcori_net.ports[i];
 		for (int j = 0; j < m->nports; j++) {
 			if (strcmp(p->info.network, m->ports[j].network))
 				continue;
-			uint64_t dest;
-			int rc = p->ops->insert_addr(p, &m->ports[j], &dest);
-			if (rc)
-				return rc;
-			peer->dest = dest;
-			peer->port = p;
-			PCORI_INFO(PCORI_SUB_DISPATCH,
-				   "peer %d: reached through port %d (%s)",
-				   peer->pid, p->index, p->info.network);
-			return PCOR_OK;
+			if (!best || route_cost(p) < route_cost(best)) {
+				best = p;
+				best_info = &m->ports[j];
+			}
+			break;
 		}
 	}
-	return PCOR_ERR_UNREACHABLE;
+	if (!best)
+		return PCOR_ERR_UNREACHABLE;
+	uint64_t dest;
+	int rc = best->ops->insert_addr(best, best_info, &dest);
+	if (rc)
+		return rc;
+	peer->dest = dest;
+	peer->port = best;
+	PCORI_INFO(PCORI_SUB_DISPATCH, "peer %d: reached through port %d (%s)",
+		   peer->pid, best->index, best->info.network);
+	return PCOR_OK;
 }
 
 int pcori_peer_ready(pcori_peer_t *peer)

@@ -264,8 +264,8 @@ static void recv_finish(pcori_req_t *r, const pcori_mkey_t *k, size_t size,
 
 static void txm_free(pcori_txmsg_t *m)
 {
-	if (m->flags & PCORI_TXM_RNDV)
-		atomic_fetch_sub(&pcori_net.busy, 1);
+	if (m->busy_port)
+		atomic_fetch_sub(&m->busy_port->busy, 1);
 	pcori_port_t *p = m->ts->peer->port;
 	if (m->reg && p)
 		p->ops->unexpose(p, m->reg);
@@ -547,11 +547,14 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 	pcori_list_init(&m->slink);
 	if (rndv) {
 		m->flags |= PCORI_TXM_RNDV;
-		atomic_fetch_add(&pcori_net.busy, 1);
+		m->busy_port = peer->port;
+		atomic_fetch_add(&m->busy_port->busy, 1);
 	}
-	if (inline_copy) {
+	if (copy && !rndv) {
+		/* Eager copies live in the same allocation as the message. */
 		m->data = m->hdrs + hbytes;
-		memcpy(m->data, buf, len);
+		if (len)
+			memcpy(m->data, buf, len);
 	} else if (copy) {
 		/* A rendezvous copy must be readable: DMA memory. */
 		rc = pcori_dma_alloc(len, &m->data);
@@ -1249,7 +1252,7 @@ static void rx_rts(pcori_port_t *port, pcori_peer_t *peer,
 static void rndv_unref(pcori_rndv_t *v)
 {
 	if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) == 1) {
-		atomic_fetch_sub(&pcori_net.busy, 1);
+		atomic_fetch_sub(&v->port->busy, 1);
 		free(v);
 	}
 }
@@ -1309,7 +1312,7 @@ static pcori_rndv_t *rndv_new(pcori_req_t *r, pcori_peer_t *peer,
 	pcori_reasm_init(&v->reasm, nfrags);
 	pcori_list_init(&v->qlink);
 	atomic_init(&v->refs, 1);
-	atomic_fetch_add(&pcori_net.busy, 1);
+	atomic_fetch_add(&v->port->busy, 1);
 	return v;
 }
 
