@@ -306,6 +306,7 @@ typedef struct pcori_net {
 	size_t frag_size;
 	size_t eager_max;
 	bool force_stream;       /* rendezvous by streaming even with RMA */
+	bool one_host;           /* the job runs on this host: local ports */
 	pcori_dispatch_mode_t mode;
 	int64_t spin_ns;         /* dispatcher spin window (adaptive) */
 	/* Peers by pid; grows with the membership. */

@@ -216,6 +216,7 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 		return PCOR_ERR_INVAL;
 	}
 	n->force_stream = !strcmp(cfg->rndv, "stream");
+	n->one_host = boot->one_host && !boot->spawned;
 	n->frag_size = (size_t)cfg->frag_size;
 	n->eager_max = PCORI_MIN((size_t)cfg->eager_max,
 				 PCORI_FRAG_WINDOW * n->frag_size);

@@ -366,10 +366,22 @@ static struct fi_info *make_hints(const char *provider, bool multi_recv)
 	return h;
 }
 
-/* Is this domain wanted by PCOR_IFACES (comma list; empty: all)? */
-static bool iface_wanted(const char *domain)
+/*
+ * Is this domain wanted by PCOR_IFACES (comma list)?  Empty: all of them,
+ * or, for a job that runs on one host, only those that stay on it (a
+ * device port would only add a dispatcher competing for the cores).
+ */
+static bool iface_wanted(const struct fi_info *fi)
 {
 	const char *want = pcori_rt.cfg.ifaces;
+	const char *domain = fi->domain_attr->name;
+	if (!want[0] && pcori_net.one_host) {
+		const char *fab = fi->fabric_attr->name ? fi->fabric_attr->name
+							: "";
+		return !strncmp(fab, "127.", 4) || !strcmp(fab, "shm") ||
+		       (domain && !strcmp(domain, "lo")) ||
+		       !fi->fabric_attr->name;
+	}
 	if (!want[0] || !domain)
 		return true;
 	size_t n = strlen(domain);
@@ -548,7 +560,7 @@ int pcori_port_ofi_open(const char *provider, int index,
 	char seen[PCORI_MAX_PORTS][64];
 	for (struct fi_info *fi = info; fi && n < max; fi = fi->next) {
 		const char *dom = fi->domain_attr->name;
-		if (!iface_wanted(dom))
+		if (!iface_wanted(fi))
 			continue;
 		if (fi->addr_format == FI_SOCKADDR_IN6)
 			continue;
