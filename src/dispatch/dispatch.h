@@ -14,6 +14,7 @@
 
 #include "../frag/frag.h"
 #include "../naming/naming.h"
+#include "../route/route.h"
 #include "wire.h"
 
 #include <sys/uio.h>
@@ -136,7 +137,7 @@ typedef enum pcori_dispatch_mode {
 /* Counters of one port; read by tests and pcor_info. */
 typedef struct pcori_port_stats {
 	_Atomic uint64_t rx, tx, bad_hdr, nack_sent, nack_rcvd, retx, dup,
-		eagain, rma_reads, held;
+		eagain, rma_reads, held, fwd, fwd_drop;
 } pcori_port_stats_t;
 
 struct pcori_port {
@@ -223,6 +224,7 @@ struct pcori_txstream {
 	 * once it is acknowledged (no storm of resends into a full pool).
 	 */
 	bool probing;
+	bool resync;           /* earlier messages were failed: say so */
 	uint64_t rto_ns;       /* oldest unacknowledged goes again then */
 	uint32_t rto_shift;    /* consecutive timeouts (backoff) */
 	pcori_list_t timer_link; /* in pcori_net.timers while waiting */
@@ -265,6 +267,7 @@ typedef struct pcori_rndv {
 	void *dst;              /* where they land */
 	void *own_dma;          /* recvDMA block */
 	uint64_t raddr, rkey;   /* remote reads: the source */
+	uint64_t src_dest;      /* remote reads: the sender's address */
 	size_t next_off;        /* remote reads: next byte to ask for */
 	_Atomic uint32_t reads; /* reads outstanding */
 	_Atomic uint32_t refs;
@@ -275,6 +278,19 @@ typedef struct pcori_rndv {
 	pcori_list_t qlink;     /* waiting to issue reads (queue full) */
 } pcori_rndv_t;
 
+/*
+ * How a peer is reached: our port and the address of the next hop on
+ * it.  Immutable once published; a rebuilt route replaces the pointer
+ * (old ones are kept until finalize), so senders read it without a lock.
+ */
+typedef struct pcori_route {
+	pcori_port_t *port;
+	uint64_t dest;   /* the next hop's address on port */
+	int next_hop;    /* pid of the next hop (the peer itself: direct) */
+	int hops;
+	int link_class;  /* of the first link */
+} pcori_route_t;
+
 typedef enum pcori_peer_state {
 	PCORI_PEER_NEW = 0,
 	PCORI_PEER_READY,
@@ -284,9 +300,11 @@ typedef enum pcori_peer_state {
 struct pcori_peer {
 	int pid;
 	_Atomic int state;       /* pcori_peer_state_t */
-	pcori_lock_t lock;       /* guards route and stream tables */
-	pcori_port_t *port;      /* route: port and destination */
-	uint64_t dest;
+	pcori_lock_t lock;       /* guards route changes */
+	_Atomic(pcori_route_t *) route; /* NULL: none (yet) */
+	/* Addresses inserted into our ports for this peer, by port. */
+	uint64_t dest_by_port[PCORI_MAX_PORTS];
+	uint16_t has_dest;       /* bit per port (peer->lock) */
 	_Atomic(pcori_txstream_t *) *tx; /* by local thid, made on demand */
 	/* Guards rx streams, rndv table and acks; see the lock order. */
 	pcori_lock_t rx_lock;
@@ -326,6 +344,17 @@ typedef struct pcori_net {
 	pcori_list_t readq;       /* guarded by timer_lock */
 	_Atomic int nreadq;
 	_Atomic int nleaving; /* peers with leave_ns set */
+	/*
+	 * The route table from this process, and the member entries it was
+	 * computed from (next hops' addresses come from them).  Rebuilt when
+	 * membership changes.
+	 */
+	pcori_lock_t routes_lock; /* guards rtab, rmembers, nroutes, retired */
+	pcori_route_entry_t *rtab;
+	pcori_member_t **rmembers;
+	int nroutes;
+	_Atomic bool routes_stale;
+	void *retired_routes;
 } pcori_net_t;
 
 extern pcori_net_t pcori_net;
@@ -339,12 +368,28 @@ int pcori_net_start(void);
 void pcori_net_quiesce(void);
 void pcori_net_fini(void);
 
+/* The route to a peer, or NULL. */
+static inline pcori_route_t *pcori_peer_route(pcori_peer_t *peer)
+{
+	return atomic_load_explicit(&peer->route, memory_order_acquire);
+}
+
 /* The peer object of pid, made on first use; NULL if pid is invalid. */
 pcori_peer_t *pcori_peer_get(int pid);
 /* Make sure peer has a route; PCOR_OK, ERR_PEER_LOST, ERR_UNREACHABLE. */
 int pcori_peer_ready(pcori_peer_t *peer);
 /* Membership hook: fail everything that involves a lost peer. */
 void pcori_peer_lost(int pid);
+/* Membership changed: routes are recomputed at the next progress. */
+void pcori_routes_stale(void);
+/* Recompute routes now and move peers onto them (no lock held). */
+int pcori_routes_rebuild(void);
+/*
+ * Snapshot of the alive members (NULL where none), *n_p of them; free
+ * with pcori_members_free.
+ */
+int pcori_members_snapshot(pcori_member_t ***members_p, int *n_p);
+void pcori_members_free(pcori_member_t **members, int n);
 /*
  * A peer left through pcor_finalize.  Its last acks may still be on the
  * fabric, overtaken by the directory's news: it is lost once its BYE
@@ -370,9 +415,12 @@ int pcori_timers_run(void);
 int64_t pcori_timers_next(void);
 /* Send acknowledgements now (force) or those that are due. */
 int pcori_acks_flush(bool force);
-/* Fail every message of a stream / reception from a lost peer. */
-void pcori_txstream_fail(pcori_txstream_t *ts);
-void pcori_rx_fail(pcori_peer_t *peer);
+/*
+ * Fail every message of a stream (resync: the peer lives on, so the next
+ * message tells it to start afresh) / what is being received from a peer.
+ */
+void pcori_txstream_fail(pcori_txstream_t *ts, int status, bool resync);
+void pcori_rx_fail(pcori_peer_t *peer, int status);
 /* Control messages (remote thread creation, leaving). */
 #define PCORI_CTRL_SPAWN 1u
 #define PCORI_CTRL_SPAWNED 2u

@@ -227,6 +227,7 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 	n->lim.nprocs = pcori_rt.nprocs;
 	pcori_lock_init(&n->peers_lock);
 	pcori_lock_init(&n->timer_lock);
+	pcori_lock_init(&n->routes_lock);
 	pcori_list_init(&n->timers);
 	pcori_list_init(&n->readq);
 
@@ -354,7 +355,8 @@ void pcori_net_fini(void)
 		PCORI_INFO(PCORI_SUB_DISPATCH,
 			   "port %d: rx %llu tx %llu bad headers %llu nacks "
 			   "sent %llu received %llu resends %llu duplicates "
-			   "%llu held %llu queue full %llu reads %llu",
+			   "%llu held %llu queue full %llu reads %llu "
+			   "forwarded %llu forward drops %llu",
 			   i, (unsigned long long)st->rx,
 			   (unsigned long long)st->tx,
 			   (unsigned long long)st->bad_hdr,
@@ -364,7 +366,9 @@ void pcori_net_fini(void)
 			   (unsigned long long)st->dup,
 			   (unsigned long long)st->held,
 			   (unsigned long long)st->eagain,
-			   (unsigned long long)st->rma_reads);
+			   (unsigned long long)st->rma_reads,
+			   (unsigned long long)st->fwd,
+			   (unsigned long long)st->fwd_drop);
 		p->ops->close(p);
 	}
 	memset(&pcori_net, 0, sizeof(pcori_net));

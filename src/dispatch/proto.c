@@ -73,13 +73,18 @@ static struct {
 	pcori_lock_t lock; /* guards list */
 	pcori_list_t list;
 	_Atomic int n;
+	_Atomic size_t bytes; /* queued, for the forwarding bound */
 } ctlq = {.lock = PCORI_LOCK_INITIALIZER, .list = {&ctlq.list, &ctlq.list}};
+
+/* Frames a gateway keeps queued for the next hop at most (then drops). */
+#define FWD_QUEUE_MAX ((size_t)64 << 20)
 
 static void ctlq_push(ctlmsg_t *c)
 {
 	pcori_lock(&ctlq.lock);
 	pcori_list_push_back(&ctlq.list, &c->link);
 	atomic_fetch_add(&ctlq.n, 1);
+	atomic_fetch_add(&ctlq.bytes, c->len);
 	pcori_unlock(&ctlq.lock);
 	pcori_dispatch_kick();
 }
@@ -91,7 +96,10 @@ static void ctlq_push(ctlmsg_t *c)
 static int ctl_post(pcori_peer_t *peer, const uint8_t *hdr, const void *body,
 		    size_t blen)
 {
-	pcori_port_t *p = peer->port;
+	pcori_route_t *rt = pcori_peer_route(peer);
+	if (!rt)
+		return PCOR_ERR_UNREACHABLE;
+	pcori_port_t *p = rt->port;
 	size_t len = PCORI_WIRE_HDR_SIZE + blen;
 	int rc;
 	if (len <= p->inject_max && len <= 512) {
@@ -99,7 +107,7 @@ static int ctl_post(pcori_peer_t *peer, const uint8_t *hdr, const void *body,
 		memcpy(tmp, hdr, PCORI_WIRE_HDR_SIZE);
 		if (blen)
 			memcpy(tmp + PCORI_WIRE_HDR_SIZE, body, blen);
-		rc = p->ops->inject(p, peer->dest, tmp, len);
+		rc = p->ops->inject(p, rt->dest, tmp, len);
 		if (rc != PCOR_ERR_AGAIN)
 			return rc;
 	}
@@ -114,7 +122,7 @@ static int ctl_post(pcori_peer_t *peer, const uint8_t *hdr, const void *body,
 		memcpy(c->buf + PCORI_WIRE_HDR_SIZE, body, blen);
 	if (len > p->inject_max) {
 		struct iovec iov = {c->buf, len};
-		rc = p->ops->sendv(p, peer->dest, &iov, 1, &c->ctx);
+		rc = p->ops->sendv(p, rt->dest, &iov, 1, &c->ctx);
 		if (rc == PCOR_OK)
 			return PCOR_OK;
 		if (rc != PCOR_ERR_AGAIN) {
@@ -136,20 +144,22 @@ static int ctlq_run(void)
 	while (!pcori_list_empty(&ctlq.list)) {
 		ctlmsg_t *c = PCORI_CONTAINER_OF(ctlq.list.next, ctlmsg_t,
 						 link);
-		pcori_port_t *p = c->peer->port;
+		pcori_route_t *rt = pcori_peer_route(c->peer);
+		pcori_port_t *p = rt ? rt->port : NULL;
 		int rc;
-		if (atomic_load(&c->peer->state) == PCORI_PEER_LOST) {
+		if (atomic_load(&c->peer->state) == PCORI_PEER_LOST || !rt) {
 			rc = PCOR_ERR_PEER_LOST;
 		} else if (c->len <= p->inject_max) {
-			rc = p->ops->inject(p, c->peer->dest, c->buf, c->len);
+			rc = p->ops->inject(p, rt->dest, c->buf, c->len);
 		} else {
 			struct iovec iov = {c->buf, c->len};
-			rc = p->ops->sendv(p, c->peer->dest, &iov, 1, &c->ctx);
+			rc = p->ops->sendv(p, rt->dest, &iov, 1, &c->ctx);
 		}
 		if (rc == PCOR_ERR_AGAIN)
 			break;
 		pcori_list_remove(&c->link);
 		atomic_fetch_sub(&ctlq.n, 1);
+		atomic_fetch_sub(&ctlq.bytes, c->len);
 		/* A sendv'd message is freed at its completion. */
 		if (rc != PCOR_OK || c->len <= p->inject_max)
 			free(c);
@@ -264,9 +274,10 @@ static void recv_finish(pcori_req_t *r, const pcori_mkey_t *k, size_t size,
 
 static void txm_free(pcori_txmsg_t *m)
 {
-	if (m->busy_port)
-		atomic_fetch_sub(&m->busy_port->busy, 1);
-	pcori_port_t *p = m->ts->peer->port;
+	/* Exposed (and kept busy) through the port of its first post. */
+	pcori_port_t *p = m->busy_port;
+	if (p)
+		atomic_fetch_sub(&p->busy, 1);
 	if (m->reg && p)
 		p->ops->unexpose(p, m->reg);
 	if (m->flags & PCORI_TXM_OWNDMA)
@@ -335,7 +346,10 @@ static bool piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
 static int txm_post(pcori_txmsg_t *m)
 {
 	pcori_peer_t *peer = m->ts->peer;
-	pcori_port_t *p = peer->port;
+	pcori_route_t *rt = pcori_peer_route(peer);
+	if (!rt)
+		return PCOR_ERR_UNREACHABLE;
+	pcori_port_t *p = rt->port;
 	pcori_wire_hdr_t h;
 	int rc;
 
@@ -348,8 +362,12 @@ static int txm_post(pcori_txmsg_t *m)
 			hdr_for(m, &h, PCORI_W_RTS);
 			h.frag_len = PCORI_WIRE_RTS_SIZE;
 			h.cookie = txm_cookie(m);
+			if (m->ts->resync)
+				h.flags |= PCORI_WF_RESYNC;
 			pcori_wire_encode(&h, b);
+			/* Readable only where the receiver is one hop away. */
 			if (!pcori_net.force_stream && p->can_read && m->size &&
+			    rt->hops == 1 && p == m->busy_port &&
 			    p->ops->expose(p, m->data, m->size, &rts.addr,
 					   &rts.key, &m->reg) == PCOR_OK)
 				rts.flags = PCORI_RTS_READABLE;
@@ -357,11 +375,11 @@ static int txm_post(pcori_txmsg_t *m)
 			m->flags |= PCORI_TXM_BUILT;
 		}
 		if (len <= p->inject_max) {
-			rc = p->ops->inject(p, peer->dest, b, len);
+			rc = p->ops->inject(p, rt->dest, b, len);
 		} else {
 			struct iovec iov = {b, len};
 			atomic_fetch_add(&m->inflight, 1);
-			rc = p->ops->sendv(p, peer->dest, &iov, 1, &m->ctx);
+			rc = p->ops->sendv(p, rt->dest, &iov, 1, &m->ctx);
 			if (rc)
 				atomic_fetch_sub(&m->inflight, 1);
 		}
@@ -380,8 +398,11 @@ static int txm_post(pcori_txmsg_t *m)
 		hdr_for(m, &h, PCORI_W_DATA);
 		h.frag_idx = i;
 		h.frag_len = (uint32_t)flen;
-		if (i == 0)
+		if (i == 0) {
 			piggyback(peer, &h);
+			if (m->ts->resync)
+				h.flags |= PCORI_WF_RESYNC;
+		}
 		uint8_t *hb = m->hdrs + (size_t)i * PCORI_WIRE_HDR_SIZE;
 		pcori_wire_encode(&h, hb);
 		const char *src = (const char *)m->data + off;
@@ -390,7 +411,7 @@ static int txm_post(pcori_txmsg_t *m)
 			if (flen <= 256) {
 				memcpy(tmp, hb, PCORI_WIRE_HDR_SIZE);
 				memcpy(tmp + PCORI_WIRE_HDR_SIZE, src, flen);
-				rc = p->ops->inject(p, peer->dest, tmp,
+				rc = p->ops->inject(p, rt->dest, tmp,
 						    PCORI_WIRE_HDR_SIZE + flen);
 				goto posted;
 			}
@@ -398,7 +419,7 @@ static int txm_post(pcori_txmsg_t *m)
 		struct iovec iov[2] = {{hb, PCORI_WIRE_HDR_SIZE},
 				       {(void *)src, flen}};
 		atomic_fetch_add(&m->inflight, 1);
-		rc = p->ops->sendv(p, peer->dest, iov, flen ? 2 : 1, &m->ctx);
+		rc = p->ops->sendv(p, rt->dest, iov, flen ? 2 : 1, &m->ctx);
 		if (rc)
 			atomic_fetch_sub(&m->inflight, 1);
 posted:
@@ -547,8 +568,10 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 	pcori_list_init(&m->slink);
 	if (rndv) {
 		m->flags |= PCORI_TXM_RNDV;
-		m->busy_port = peer->port;
-		atomic_fetch_add(&m->busy_port->busy, 1);
+		pcori_route_t *rt = pcori_peer_route(peer);
+		m->busy_port = rt ? rt->port : NULL;
+		if (m->busy_port)
+			atomic_fetch_add(&m->busy_port->busy, 1);
 	}
 	if (copy && !rndv) {
 		/* Eager copies live in the same allocation as the message. */
@@ -628,6 +651,7 @@ static void ack_upto(pcori_txstream_t *ts, uint32_t upto, pcori_list_t *dead,
 		/* else: provider completions outstanding; tx_done frees */
 	}
 	ts->backoff_us = BACKOFF_MIN_US;
+	ts->resync = false; /* the receiver follows us again */
 	/* Progress: the timeout restarts from now, or stops. */
 	ts->rto_shift = 0;
 	if (pcori_list_empty(&ts->sent))
@@ -763,7 +787,14 @@ static void stream_post(pcori_txmsg_t *m)
 {
 	pcori_txstream_t *ts = m->ts;
 	pcori_peer_t *peer = ts->peer;
-	pcori_port_t *p = peer->port;
+	pcori_route_t *rt = pcori_peer_route(peer);
+	if (!rt) {
+		m->sfrag = m->send; /* the loss of the peer ends it */
+		if (!pcori_list_empty(&m->slink))
+			pcori_list_remove(&m->slink);
+		return;
+	}
+	pcori_port_t *p = rt->port;
 	while (m->sfrag < m->send) {
 		uint32_t i = m->sfrag;
 		size_t off, flen;
@@ -783,7 +814,7 @@ static void stream_post(pcori_txmsg_t *m)
 		struct iovec iov[2] = {{hb, PCORI_WIRE_HDR_SIZE},
 				       {(char *)m->data + off, flen}};
 		atomic_fetch_add(&m->inflight, 1);
-		int rc = p->ops->sendv(p, peer->dest, iov, 2, &m->ctx);
+		int rc = p->ops->sendv(p, rt->dest, iov, 2, &m->ctx);
 		if (rc) {
 			atomic_fetch_sub(&m->inflight, 1);
 			if (rc == PCOR_ERR_AGAIN) {
@@ -1121,11 +1152,28 @@ static void hold(pcori_port_t *port, pcori_peer_t *peer, pcori_rxstream_t *rs,
 	}
 }
 
+static void rs_abandon(pcori_peer_t *peer, pcori_rxstream_t *rs, int status,
+		       deferred_t *d);
+
 /* Sort out a frame by its place in the stream; true: process it now. */
 static bool sequence(pcori_port_t *port, pcori_peer_t *peer,
 		     pcori_rxstream_t *rs, const pcori_wire_hdr_t *h,
-		     bool first, const uint8_t *msg, size_t len)
+		     bool first, const uint8_t *msg, size_t len, deferred_t *d)
 {
+	/*
+	 * The sender failed what it had not seen acknowledged (its route to
+	 * us had gone) and starts afresh here; its sequence never goes back.
+	 */
+	if (first && (h->flags & PCORI_WF_RESYNC) &&
+	    !seq_lt(h->seq, rs->expected) &&
+	    (h->seq != rs->expected || rs->active)) {
+		if (rs->active)
+			rs_abandon(peer, rs, PCOR_ERR_UNREACHABLE, d);
+		held_clear(rs);
+		rs->refused = false;
+		rs->gap_nacked = 0;
+		rs->expected = h->seq;
+	}
 	switch (in_order(rs, h, first)) {
 	case ORDER_NOW:
 		return true;
@@ -1164,7 +1212,7 @@ static void rx_data(pcori_port_t *port, pcori_peer_t *peer,
 		ack_thid = (uint32_t)(h->cookie >> 32);
 		ack_upto = (uint32_t)h->cookie;
 	}
-	if (!sequence(port, peer, rs, h, h->frag_idx == 0, msg, len))
+	if (!sequence(port, peer, rs, h, h->frag_idx == 0, msg, len, &d))
 		goto out;
 	if (h->frag_idx == 0) {
 		if (start_message(peer, rs, h, &k, false, NULL, &d)) {
@@ -1234,7 +1282,7 @@ static void rx_rts(pcori_port_t *port, pcori_peer_t *peer,
 	pcori_mkey_t k = {h->src_pid, h->src_thid, h->dst_thid, h->tag, h->ctx};
 	pcori_lock(&peer->rx_lock);
 	pcori_rxstream_t *rs = rxstream_of(peer, h->src_thid);
-	if (rs && sequence(port, peer, rs, h, true, msg, len)) {
+	if (rs && sequence(port, peer, rs, h, true, msg, len, &d)) {
 		if (start_message(peer, rs, h, &k, true, &rts, &d)) {
 			refuse(port, peer, rs, h);
 		} else {
@@ -1298,17 +1346,23 @@ static pcori_rndv_t *rndv_new(pcori_req_t *r, pcori_peer_t *peer,
 	pcori_rndv_t *v = calloc(1, sizeof(*v));
 	if (!v)
 		return NULL;
+	pcori_route_t *rt = pcori_peer_route(peer);
+	if (!rt) {
+		free(v);
+		return NULL;
+	}
 	v->ctx.kind = PCORI_CTX_READ;
 	v->cookie = cookie;
 	v->peer = peer;
-	v->port = peer->port;
+	v->port = rt->port;
+	v->src_dest = rt->dest;
 	v->req = r;
 	v->key = *k;
 	v->size = size;
 	v->raddr = rts->addr;
 	v->rkey = rts->key;
-	v->readable = (rts->flags & PCORI_RTS_READABLE) &&
-		      peer->port->can_read && !pcori_net.force_stream;
+	v->readable = (rts->flags & PCORI_RTS_READABLE) && rt->hops == 1 &&
+		      rt->port->can_read && !pcori_net.force_stream;
 	pcori_reasm_init(&v->reasm, nfrags);
 	pcori_list_init(&v->qlink);
 	atomic_init(&v->refs, 1);
@@ -1324,7 +1378,7 @@ static void rndv_read_more(pcori_rndv_t *v)
 		size_t n = PCORI_MIN(READ_CHUNK, v->take - off);
 		atomic_fetch_add(&v->refs, 1);
 		atomic_fetch_add(&v->reads, 1);
-		int rc = v->port->ops->read(v->port, v->peer->dest,
+		int rc = v->port->ops->read(v->port, v->src_dest,
 					    (char *)v->dst + off, n,
 					    v->raddr + off, v->rkey, &v->ctx);
 		if (rc) {
@@ -1463,6 +1517,36 @@ static void rx_stream(pcori_port_t *port, pcori_peer_t *peer,
 
 /* ---------------------------------------------------------- arrivals */
 
+/*
+ * A frame for another process: send it on along our route to it,
+ * unchanged but for one hop less (store and forward, per fragment).
+ * Frames out of hops, with no route, or beyond the queue bound are
+ * dropped and counted; the ends' resends make up for them.
+ */
+static void forward(pcori_port_t *port, const uint8_t *msg, size_t len,
+		    const pcori_wire_hdr_t *h)
+{
+	pcori_peer_t *dst = pcori_peer_get(h->dst_pid);
+	if (h->hops <= 1 || !dst ||
+	    atomic_load(&dst->state) == PCORI_PEER_LOST ||
+	    (!pcori_peer_route(dst) && pcori_peer_ready(dst)) ||
+	    atomic_load(&ctlq.bytes) > FWD_QUEUE_MAX) {
+		atomic_fetch_add_explicit(&port->st.fwd_drop, 1,
+					  memory_order_relaxed);
+		return;
+	}
+	uint8_t hb[PCORI_WIRE_HDR_SIZE];
+	memcpy(hb, msg, sizeof(hb));
+	hb[3] = (uint8_t)(h->hops - 1); /* the hop count's byte */
+	if (ctl_post(dst, hb, msg + PCORI_WIRE_HDR_SIZE,
+		     len - PCORI_WIRE_HDR_SIZE) == PCOR_OK)
+		atomic_fetch_add_explicit(&port->st.fwd, 1,
+					  memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&port->st.fwd_drop, 1,
+					  memory_order_relaxed);
+}
+
 /* Feed held frames whose turn has come, in order. */
 static void replay(pcori_port_t *port, pcori_peer_t *peer, int32_t thid)
 {
@@ -1523,15 +1607,14 @@ void pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 		return;
 	}
 	if (PCORI_UNLIKELY(h.dst_pid != pcori_rt.pid)) {
-		atomic_fetch_add_explicit(&port->st.bad_hdr, 1,
-					  memory_order_relaxed);
+		forward(port, msg, len, &h);
 		return;
 	}
 	pcori_peer_t *peer = pcori_peer_get(h.src_pid);
 	if (!peer || atomic_load_explicit(&peer->state, memory_order_acquire) ==
 			     PCORI_PEER_LOST)
 		return;
-	if (PCORI_UNLIKELY(!peer->port) && pcori_peer_ready(peer))
+	if (PCORI_UNLIKELY(!pcori_peer_route(peer)) && pcori_peer_ready(peer))
 		return;
 	const uint8_t *payload = (const uint8_t *)msg + PCORI_WIRE_HDR_SIZE;
 	switch (h.type) {
@@ -1598,6 +1681,9 @@ static int readq_run(void)
 /* Resend what waits for its time.  Returns messages posted. */
 int pcori_timers_run(void)
 {
+	if (PCORI_UNLIKELY(atomic_load_explicit(&pcori_net.routes_stale,
+						memory_order_relaxed)))
+		pcori_routes_rebuild();
 	int n = readq_run() + ctlq_run() + pcori_peers_reap();
 	if (!atomic_load_explicit(&pcori_net.ntimers, memory_order_relaxed))
 		return n;
@@ -1641,8 +1727,10 @@ int pcori_timers_run(void)
 		if (ts->resume_ns <= now)
 			ts->resume_ns = 0;
 		if (!pcori_list_empty(&ts->waiting) && !ts->resume_ns)
-			atomic_fetch_add_explicit(&ts->peer->port->st.retx, 1,
-						  memory_order_relaxed);
+			if (pcori_peer_route(ts->peer))
+				atomic_fetch_add_explicit(
+					&pcori_peer_route(ts->peer)->port->st.retx,
+					1, memory_order_relaxed);
 		if (!ts->resume_ns)
 			n += flush_waiting(ts);
 		while (!pcori_list_empty(&ts->streaming) && !ts->resume_ns) {
@@ -1687,7 +1775,7 @@ int64_t pcori_timers_next(void)
 
 /* ------------------------------------------------------- peer failure */
 
-void pcori_txstream_fail(pcori_txstream_t *ts)
+void pcori_txstream_fail(pcori_txstream_t *ts, int status, bool resync)
 {
 	pcori_list_t dead;
 	deferred_t d = {0};
@@ -1703,8 +1791,7 @@ void pcori_txstream_fail(pcori_txstream_t *ts)
 				pcori_list_remove(&m->slink);
 			m->flags |= PCORI_TXM_DEAD;
 			if (m->req) {
-				defer(&d, D_COMPLETE, m->req,
-				      PCOR_ERR_PEER_LOST, NULL);
+				defer(&d, D_COMPLETE, m->req, status, NULL);
 				m->req = NULL;
 			}
 			/* Completions still owed by the fabric free it later. */
@@ -1717,90 +1804,76 @@ void pcori_txstream_fail(pcori_txstream_t *ts)
 			}
 		}
 	}
+	ts->probing = false;
+	ts->resume_ns = 0;
+	ts->rto_ns = 0;
+	ts->resync = resync;
 	pcori_unlock(&ts->lock);
 	run_deferred(&d);
 	free_list(&dead);
 }
 
-void pcori_rx_fail(pcori_peer_t *peer)
+/* The message a stream is assembling will not be finished.  Lock held. */
+static void rs_abandon(pcori_peer_t *peer, pcori_rxstream_t *rs, int status,
+		       deferred_t *d)
 {
-	/* Detach everything under the lock, finish it outside. */
-	int cap = 16, n = 0;
-	struct lost {
-		pcori_req_t *req;
-		pcori_mcb_t *mcb;
-		pcori_mkey_t key;
-		size_t size;
-	} *lost = malloc(sizeof(*lost) * (size_t)cap);
+	PCORI_ASSERT_LOCKED(&peer->rx_lock);
+	pcori_mkey_t k = {peer->pid, rs->thid, 0, 0, 0};
+	rs->active = false;
+	if (rs->req) {
+		pcori_req_t *r = rs->req;
+		recv_finish(r, &k, rs->size,
+			    r->kind == PCORI_REQ_RECV_DMA ? r->buf : NULL,
+			    status, d);
+	} else if (rs->mcb) {
+		pcori_mcb_t *m = rs->mcb;
+		pcori_mq_t *mq = &pcori_msg.mqs[m->hent.key.dst_thid];
+		pcori_lock(&mq->lock);
+		uint32_t st = atomic_fetch_or(&m->mstate, PCORI_MCB_COMPLETE);
+		if (!(st & PCORI_MCB_CLAIMED))
+			pcori_mq_remove_unexp(mq, m);
+		pcori_unlock(&mq->lock);
+		if (st & PCORI_MCB_CLAIMED)
+			recv_finish(m->rreq, &m->hent.key, m->size, NULL, status,
+				    d);
+		if (m->flags & PCORI_MCB_DMA_DATA)
+			pcori_dma_free(m->data);
+		pcori_mcb_release(m);
+	}
+	rs->req = NULL;
+	rs->mcb = NULL;
+}
+
+void pcori_rx_fail(pcori_peer_t *peer, int status)
+{
 	pcori_rndv_t *rl = NULL, *v, *tmp;
-
-	pcori_lock(&peer->rx_lock);
-	for (int t = 0; t < pcori_rt.max_threads; t++) {
-		pcori_rxstream_t *rs = peer->rx ? peer->rx[t] : NULL;
-		if (!rs)
-			continue;
-		held_clear(rs);
-		if (!rs->active)
-			continue;
-		rs->active = false;
-		if (n == cap) {
-			struct lost *bigger = lost ? realloc(lost, sizeof(*lost) *
-								   (size_t)cap * 2)
-						   : NULL;
-			if (!bigger)
-				break; /* keep what we have; finalize frees */
-			lost = bigger;
-			cap *= 2;
-		}
-		if (lost) {
-			lost[n].req = rs->req;
-			lost[n].mcb = rs->mcb;
-			lost[n].key = (pcori_mkey_t){peer->pid, t, 0, 0, 0};
-			lost[n].size = rs->size;
-			n++;
-		}
-		rs->req = NULL;
-		rs->mcb = NULL;
-	}
-	HASH_ITER(hh, peer->rndv, v, tmp)
-	{
-		HASH_DEL(peer->rndv, v);
-		v->hh.next = rl; /* reuse the link: a private list now */
-		rl = v;
-	}
-	pcori_unlock(&peer->rx_lock);
-
-	for (int i = 0; i < n; i++) {
+	int t = 0;
+	do {
 		deferred_t d = {0};
-		if (lost[i].req) {
-			pcori_req_t *r = lost[i].req;
-			recv_finish(r, &lost[i].key, lost[i].size,
-				    r->kind == PCORI_REQ_RECV_DMA ? r->buf : NULL,
-				    PCOR_ERR_PEER_LOST, &d);
-		} else if (lost[i].mcb) {
-			/* Half-arrived: unlist it, or fail its claimer. */
-			pcori_mcb_t *m = lost[i].mcb;
-			pcori_mq_t *mq = &pcori_msg.mqs[m->hent.key.dst_thid];
-			pcori_lock(&mq->lock);
-			uint32_t st = atomic_fetch_or(&m->mstate,
-						      PCORI_MCB_COMPLETE);
-			if (!(st & PCORI_MCB_CLAIMED))
-				pcori_mq_remove_unexp(mq, m);
-			pcori_unlock(&mq->lock);
-			if (st & PCORI_MCB_CLAIMED)
-				recv_finish(m->rreq, &m->hent.key, m->size, NULL,
-					    PCOR_ERR_PEER_LOST, &d);
-			if (m->flags & PCORI_MCB_DMA_DATA)
-				pcori_dma_free(m->data);
-			pcori_mcb_release(m);
+		pcori_lock(&peer->rx_lock);
+		/* A few at a time: completions run outside the lock. */
+		for (; t < pcori_rt.max_threads && d.n < 6; t++) {
+			pcori_rxstream_t *rs = peer->rx[t];
+			if (!rs)
+				continue;
+			held_clear(rs);
+			if (rs->active)
+				rs_abandon(peer, rs, status, &d);
 		}
+		if (t >= pcori_rt.max_threads)
+			HASH_ITER(hh, peer->rndv, v, tmp)
+			{
+				HASH_DEL(peer->rndv, v);
+				v->hh.next = rl; /* a private list now */
+				rl = v;
+			}
+		pcori_unlock(&peer->rx_lock);
 		run_deferred(&d);
-	}
-	free(lost);
+	} while (t < pcori_rt.max_threads);
 	while (rl) {
 		v = rl;
 		rl = v->hh.next;
-		rndv_complete(v, PCOR_ERR_PEER_LOST);
+		rndv_complete(v, status);
 		rndv_unref(v); /* the table's reference */
 	}
 }

@@ -529,7 +529,8 @@ static int run_badhdr(void)
 	if (me == 1) {
 		pcori_peer_t *peer = pcori_peer_get(0);
 		CHECK(peer && pcori_peer_ready(peer) == PCOR_OK);
-		pcori_port_t *p = peer->port;
+		pcori_route_t *rt = pcori_peer_route(peer);
+		pcori_port_t *p = rt->port;
 		uint8_t good[PCORI_WIRE_HDR_SIZE + 8], bad[sizeof(good)];
 		pcori_wire_hdr_t h = {.version = PCORI_WIRE_VERSION,
 				      .type = PCORI_W_DATA,
@@ -568,7 +569,7 @@ static int run_badhdr(void)
 			ctx->kind = PCORI_CTX_TXCTL;
 			int rc = PCOR_ERR_AGAIN;
 			for (int t = 0; t < 100000 && rc == PCOR_ERR_AGAIN; t++)
-				rc = p->ops->sendv(p, peer->dest, &iov, 1, ctx);
+				rc = p->ops->sendv(p, rt->dest, &iov, 1, ctx);
 			CHECK_OK(rc);
 			sent++;
 		}
