@@ -252,7 +252,8 @@ typedef struct pcori_rxstream {
 /*
  * Rendezvous being pulled or streamed into a receive.  It sits in its
  * peer's table (one reference) until done; each outstanding read holds
- * another reference.  Whoever sets `done` first completes the receive.
+ * another reference.  Whoever sets `done` first completes the receive;
+ * whoever sets `reads_over` first decides what follows the last read.
  */
 typedef struct pcori_rndv {
 	pcori_ctx_t ctx;        /* PCORI_CTX_READ */
@@ -268,12 +269,13 @@ typedef struct pcori_rndv {
 	void *own_dma;          /* recvDMA block */
 	uint64_t raddr, rkey;   /* remote reads: the source */
 	uint64_t src_dest;      /* remote reads: the sender's address */
-	size_t next_off;        /* remote reads: next byte to ask for */
+	_Atomic size_t next_off; /* remote reads: next byte to ask for */
 	_Atomic uint32_t reads; /* reads outstanding */
 	_Atomic uint32_t refs;
 	_Atomic bool done;
+	_Atomic bool reads_over;
 	int status;
-	bool readable;
+	bool readable;          /* pulled by reads (else streamed) */
 	pcori_reasm_t reasm;    /* streaming windows */
 	pcori_list_t qlink;     /* waiting to issue reads (queue full) */
 } pcori_rndv_t;
@@ -354,6 +356,7 @@ typedef struct pcori_net {
 	pcori_member_t **rmembers;
 	int nroutes;
 	_Atomic bool routes_stale;
+	_Atomic uint64_t routes_retry_ns; /* partial table: rebuild after */
 	void *retired_routes;
 } pcori_net_t;
 
@@ -386,7 +389,8 @@ void pcori_routes_stale(void);
 int pcori_routes_rebuild(void);
 /*
  * Snapshot of the alive members (NULL where none), *n_p of them; free
- * with pcori_members_free.
+ * with pcori_members_free.  PCOR_INPROGRESS: complete but for members
+ * not known here yet.
  */
 int pcori_members_snapshot(pcori_member_t ***members_p, int *n_p);
 void pcori_members_free(pcori_member_t **members, int n);
@@ -400,6 +404,8 @@ void pcori_peer_leaving(int pid);
 int pcori_peers_reap(void);
 /* Tell every peer we talked to that we leave (after our last acks). */
 void pcori_peers_bye(void);
+/* No control message or ack is queued or on its way to a port. */
+bool pcori_ctl_drained(void);
 
 /* Send to another process (arguments validated by the caller). */
 int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,

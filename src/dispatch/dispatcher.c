@@ -317,8 +317,14 @@ void pcori_net_quiesce(void)
 		}
 		pcori_drive_end(false);
 	}
-	pcori_acks_flush(true);
-	/* After the acks, on the same paths: peers may now count us gone. */
+	/*
+	 * The BYE goes last, after every ack, queued or being sent by
+	 * another thread: a peer fails what is unacked when it arrives.
+	 */
+	do {
+		pcori_acks_flush(true);
+		pcori_progress();
+	} while (!pcori_ctl_drained() && pcori_now_ns() < end);
 	pcori_peers_bye();
 	while (pcori_timers_next() == 0 && pcori_now_ns() < end)
 		pcori_progress();

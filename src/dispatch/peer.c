@@ -97,6 +97,7 @@ int pcori_members_snapshot(pcori_member_t ***members_p, int *n_p)
 {
 	int n = atomic_load(&pcori_rt.nprocs);
 	pcori_member_t **m = calloc((size_t)n, sizeof(*m));
+	bool incomplete = false;
 	if (!m)
 		return PCOR_ERR_NOMEM;
 	for (int pid = 0; pid < n; pid++) {
@@ -105,15 +106,19 @@ int pcori_members_snapshot(pcori_member_t ***members_p, int *n_p)
 			pcori_members_free(m, n);
 			return PCOR_ERR_NOMEM;
 		}
-		if (pcori_dir_lookup(pid, e) == PCOR_OK &&
-		    e->state == PCORI_MEMBER_ALIVE)
+		int lrc = pcori_dir_lookup(pid, e);
+		if (lrc == PCOR_OK && e->state == PCORI_MEMBER_ALIVE) {
 			m[pid] = e;
-		else
-			free(e);
+			continue;
+		}
+		free(e);
+		/* Not known here yet (joining, or not fetched): look again. */
+		if (lrc != PCOR_ERR_PEER_LOST && pid != pcori_rt.pid)
+			incomplete = true;
 	}
 	*members_p = m;
 	*n_p = n;
-	return PCOR_OK;
+	return incomplete ? PCOR_INPROGRESS : PCOR_OK;
 }
 
 /* Recompute the table.  routes_lock held. */
@@ -123,8 +128,13 @@ static int table_build(void)
 	pcori_member_t **m;
 	int n;
 	int rc = pcori_members_snapshot(&m, &n);
+	/*
+	 * A partial view cannot prove a peer unreachable: peers keep their
+	 * routes until a complete one says otherwise.
+	 */
 	if (rc)
 		return rc;
+	bool incomplete = rc == PCOR_INPROGRESS;
 	pcori_route_entry_t *tab = calloc((size_t)n, sizeof(*tab));
 	if (!tab || (rc = pcori_route_compute((const pcori_member_t *const *)m,
 					      n, pcori_rt.pid, tab))) {
@@ -137,6 +147,9 @@ static int table_build(void)
 	pcori_net.rmembers = m;
 	pcori_net.rtab = tab;
 	pcori_net.nroutes = n;
+	/* Built from a partial view: usable, but rebuilt on next use. */
+	if (incomplete)
+		return PCOR_INPROGRESS;
 	if (pcori_log_enabled(PCORI_LOG_INFO, PCORI_SUB_ROUTE))
 		for (int pid = 0; pid < n; pid++)
 			if (pid != pcori_rt.pid)
@@ -262,7 +275,13 @@ int pcori_peer_ready(pcori_peer_t *peer)
 		}
 		if (lrc == PCOR_ERR_NOPEER)
 			return PCOR_ERR_NOPEER;
-		return rc;
+		/* Alive, just learnt of: the table may predate it. */
+		if (lrc == PCOR_OK) {
+			pcori_routes_stale();
+			rc = route_set(peer);
+		}
+		if (rc)
+			return rc;
 	}
 	if (rc == PCOR_OK) {
 		int expect = PCORI_PEER_NEW;
@@ -276,11 +295,28 @@ int pcori_peer_ready(pcori_peer_t *peer)
 
 void pcori_routes_stale(void)
 {
+	atomic_store(&pcori_net.routes_retry_ns, 0);
 	atomic_store(&pcori_net.routes_stale, true);
 	pcori_dispatch_kick();
 }
 
 static void peer_fail(int pid, int status, bool permanent);
+
+/*
+ * Move a peer in use onto the table's route, or fail what involves it.
+ * A peer that left or died keeps its last route: the leaving and loss
+ * paths settle its traffic (its last acks may still be on the way).
+ */
+static void reroute(pcori_peer_t *p)
+{
+	if (route_set(p) != PCOR_ERR_UNREACHABLE)
+		return;
+	pcori_member_t *m = malloc(sizeof(*m));
+	int lrc = m ? pcori_dir_lookup(p->pid, m) : PCOR_ERR_NOMEM;
+	free(m);
+	if (lrc != PCOR_ERR_PEER_LOST)
+		peer_fail(p->pid, PCOR_ERR_UNREACHABLE, false);
+}
 
 int pcori_routes_rebuild(void)
 {
@@ -288,7 +324,14 @@ int pcori_routes_rebuild(void)
 	int rc = table_build();
 	if (rc == PCOR_OK)
 		atomic_store(&pcori_net.routes_stale, false);
+	else /* the view is partial or failed: not again at once */
+		atomic_store(&pcori_net.routes_retry_ns,
+			     pcori_now_ns() + 10000000u);
 	pcori_unlock(&pcori_net.routes_lock);
+	/*
+	 * A partial view cannot prove a peer unreachable: peers keep their
+	 * routes until a complete one says otherwise.
+	 */
 	if (rc)
 		return rc;
 	/* Move every peer in use onto its new route (or fail it). */
@@ -302,8 +345,7 @@ int pcori_routes_rebuild(void)
 		pcori_route_t *r = pcori_peer_route(p);
 		if (r && r->hops != 1)
 			continue;
-		if (route_set(p) == PCOR_ERR_UNREACHABLE)
-			peer_fail(p->pid, PCOR_ERR_UNREACHABLE, false);
+		reroute(p);
 	}
 	for (int i = 0; i < np; i++) {
 		pcori_peer_t *p = arr[i];
@@ -312,8 +354,7 @@ int pcori_routes_rebuild(void)
 		pcori_route_t *r = pcori_peer_route(p);
 		if (r && r->hops == 1)
 			continue;
-		if (route_set(p) == PCOR_ERR_UNREACHABLE)
-			peer_fail(p->pid, PCOR_ERR_UNREACHABLE, false);
+		reroute(p);
 	}
 	return PCOR_OK;
 }

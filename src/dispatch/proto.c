@@ -925,6 +925,14 @@ static void ack_schedule(pcori_peer_t *peer, pcori_rxstream_t *rs,
 }
 
 /* Send due acks of one peer (all of them if force).  Returns count. */
+/* Threads between taking acks off a list and handing them to a port. */
+static _Atomic int acks_sending;
+
+bool pcori_ctl_drained(void)
+{
+	return !atomic_load(&acks_sending) && !atomic_load(&ctlq.n);
+}
+
 static int acks_flush_peer(pcori_peer_t *peer, uint64_t now, bool force)
 {
 	struct {
@@ -952,10 +960,15 @@ static int acks_flush_peer(pcori_peer_t *peer, uint64_t now, bool force)
 		out[n].upto = upto;
 		n++;
 	}
+	/* Counted before the lock goes: a BYE must not overtake these. */
+	if (n)
+		atomic_fetch_add(&acks_sending, 1);
 	pcori_unlock(&peer->rx_lock);
 	for (int i = 0; i < n; i++)
 		send_ctl(peer, PCORI_W_ACK, out[i].thid, out[i].upto, 0, 0,
 			 NULL);
+	if (n)
+		atomic_fetch_sub(&acks_sending, 1);
 	return n;
 }
 
@@ -1370,9 +1383,39 @@ static pcori_rndv_t *rndv_new(pcori_req_t *r, pcori_peer_t *peer,
 	return v;
 }
 
+/*
+ * Every read is back.  A read that failed while the sender still counts
+ * as alive falls back to the stream: if the sender died, its failure
+ * ends the stream with PCOR_ERR_PEER_LOST; if its memory was merely
+ * unreadable, the data still comes.
+ */
+static void rndv_reads_over(pcori_rndv_t *v)
+{
+	if (atomic_exchange(&v->reads_over, true))
+		return;
+	pcori_peer_t *peer = v->peer;
+	if (v->status == PCOR_OK || v->status == PCOR_ERR_NOMEM ||
+	    atomic_load(&peer->state) == PCORI_PEER_LOST) {
+		rndv_finish(v, v->status);
+		return;
+	}
+	PCORI_INFO(PCORI_SUB_DISPATCH,
+		   "peer %d: a read failed (%s); streaming instead", peer->pid,
+		   pcor_strerror(v->status));
+	pcori_lock(&peer->rx_lock);
+	v->readable = false;
+	v->status = PCOR_OK;
+	pcori_unlock(&peer->rx_lock);
+	pcori_wire_hdr_t ref = {.total_size = v->size,
+				.frag_count = v->reasm.nfrags};
+	send_ctl(peer, PCORI_W_CTS, v->key.src_thid, 0, v->cookie, 0, &ref);
+}
+
 /* Issue reads from next_off on.  Runs in any thread, no lock held. */
 static void rndv_read_more(pcori_rndv_t *v)
 {
+	/* Ours while we look at v: the last read may complete meanwhile. */
+	atomic_fetch_add(&v->refs, 1);
 	while (v->next_off < v->take) {
 		size_t off = v->next_off;
 		size_t n = PCORI_MIN(READ_CHUNK, v->take - off);
@@ -1394,6 +1437,7 @@ static void rndv_read_more(pcori_rndv_t *v)
 					atomic_fetch_add(&pcori_net.nreadq, 1);
 				}
 				pcori_unlock(&pcori_net.timer_lock);
+				rndv_unref(v);
 				return;
 			}
 			v->next_off = v->take;
@@ -1407,7 +1451,8 @@ static void rndv_read_more(pcori_rndv_t *v)
 	}
 	/* All asked for; the last completion (or this) finishes. */
 	if (atomic_load(&v->reads) == 0 && v->next_off >= v->take)
-		rndv_finish(v, v->status);
+		rndv_reads_over(v);
+	rndv_unref(v);
 }
 
 /* Start moving the data of rendezvous v. */
@@ -1471,7 +1516,7 @@ void pcori_port_read_done(pcori_port_t *p, pcori_ctx_t *ctx, int status)
 				    ? PCOR_ERR_PEER_LOST
 				    : status;
 	if (atomic_fetch_sub(&v->reads, 1) == 1 && v->next_off >= v->take)
-		rndv_finish(v, v->status);
+		rndv_reads_over(v);
 	rndv_unref(v);
 }
 
@@ -1682,7 +1727,8 @@ static int readq_run(void)
 int pcori_timers_run(void)
 {
 	if (PCORI_UNLIKELY(atomic_load_explicit(&pcori_net.routes_stale,
-						memory_order_relaxed)))
+						memory_order_relaxed)) &&
+	    pcori_now_ns() >= atomic_load(&pcori_net.routes_retry_ns))
 		pcori_routes_rebuild();
 	int n = readq_run() + ctlq_run() + pcori_peers_reap();
 	if (!atomic_load_explicit(&pcori_net.ntimers, memory_order_relaxed))
