@@ -45,7 +45,8 @@ PCOR_API int pcor_init(int *argc, char ***argv)
 	rc = pcori_dma_init((size_t)pcori_rt.cfg.dma_reserve);
 	if (rc)
 		goto err_naming;
-	rc = pcori_htable_init((uint32_t)pcori_rt.cfg.max_handles);
+	rc = pcori_htable_init((uint32_t)pcori_rt.cfg.max_handles,
+			       (uint32_t)pcori_rt.max_threads);
 	if (rc)
 		goto err_dma;
 	rc = pcori_msg_init(&pcori_rt.cfg, pcori_rt.max_threads);
