@@ -453,7 +453,10 @@ void pcori_htable_flush_tls(void);
  */
 void pcori_req_complete(pcori_req_t *req, int status);
 
-/* Handles allocated and not yet released (for tests and finalize). */
+/*
+ * Handles allocated and not yet released, counted over the whole table:
+ * for tests and diagnostics, not for hot paths.
+ */
 size_t pcori_htable_live(void);
 
 /* ------------------------------------------------------ thread registry */

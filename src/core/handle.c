@@ -13,6 +13,9 @@
  *  - Free slots are kept per pcor thread (a small LIFO in TLS, hot in
  *    cache) in front of one global stack under a lock.  The table is
  *    sized for PCOR_MAX_HANDLES plus every thread's cache.
+ *  - Nothing process-wide is written per request: the table's header is
+ *    read on every lookup by every thread, so it must stay read-mostly.
+ *    How many handles are live is counted from the slots when asked.
  */
 #include "core.h"
 
@@ -31,7 +34,6 @@ static struct {
 	_Atomic(pcori_req_t *) *chunks;
 	uint32_t *free;       /* global free stack of indexes */
 	uint32_t nfree;
-	_Atomic size_t live;  /* allocated and not released */
 } ht;
 
 _Thread_local pcori_tls_t pcori_tls __attribute__((tls_model("initial-exec")));
@@ -183,7 +185,6 @@ pcori_req_t *pcori_req_alloc(void)
 	r->ctx = 0;
 	r->mcb = NULL;
 	memset(&r->report, 0, sizeof(r->report));
-	atomic_fetch_add_explicit(&ht.live, 1, memory_order_relaxed);
 	return r;
 }
 
@@ -199,7 +200,6 @@ static bool release(pcori_req_t *r, uint32_t gen, int *status_p)
 		return false;
 	if (status_p)
 		*status_p = r->status;
-	atomic_fetch_sub_explicit(&ht.live, 1, memory_order_relaxed);
 	push_index(r->index);
 	return true;
 }
@@ -237,7 +237,13 @@ pcori_req_t *pcori_req_lookup(pcor_handle_t h, uint32_t *gen_p)
 
 size_t pcori_htable_live(void)
 {
-	return atomic_load_explicit(&ht.live, memory_order_relaxed);
+	/* A slot is allocated while its generation is odd. */
+	size_t n = 0;
+	uint32_t nch = atomic_load_explicit(&ht.nchunks, memory_order_acquire);
+	for (uint32_t i = 0; i < nch * PCORI_HCHUNK; i++)
+		n += atomic_load_explicit(&slot(i)->gen, memory_order_relaxed) &
+		     1u;
+	return n;
 }
 
 void pcori_req_complete(pcori_req_t *req, int status)
