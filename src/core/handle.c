@@ -183,14 +183,39 @@ pcori_req_t *pcori_req_alloc(void)
 	r->status = PCOR_OK;
 	r->flags = 0;
 	r->ctx = 0;
-	r->mcb = NULL;
-	memset(&r->report, 0, sizeof(r->report));
+	/* report is set by pcori_recv_post and read for receives only. */
 	return r;
 }
 
 /*
+ * A receive that ended with a message tells its poster what arrived.  Done
+ * by the tester rather than the completer: the report's targets and the
+ * report itself are the poster's, in its cache, while the completer is
+ * often another thread; info is only read when somebody asked for it.
+ */
+static void report(const pcori_req_t *r, int status)
+{
+	/* Without a message, info is what the slot's last request left. */
+	if ((r->kind != PCORI_REQ_RECV_COPY && r->kind != PCORI_REQ_RECV_DMA) ||
+	    status == PCOR_ERR_CANCELED || status == PCOR_ERR_PEER_LOST)
+		return;
+	const pcori_report_t *rp = &r->report;
+	if (rp->info)
+		*rp->info = r->info;
+	if (rp->pid)
+		*rp->pid = r->info.pid;
+	if (rp->thid)
+		*rp->thid = r->info.thid;
+	if (rp->tag)
+		*rp->tag = r->info.tag;
+	if (rp->size)
+		*rp->size = r->info.size > INT_MAX ? INT_MAX : (int)r->info.size;
+}
+
+/*
  * Odd -> even: exactly one caller wins.  Only the winner reads the status
- * (into *status_p, may be NULL), before the slot can be taken again.
+ * (into *status_p; NULL: the request never reached the user, no report),
+ * and reports, before the slot can be taken again.
  */
 static bool release(pcori_req_t *r, uint32_t gen, int *status_p)
 {
@@ -198,8 +223,10 @@ static bool release(pcori_req_t *r, uint32_t gen, int *status_p)
 						     memory_order_acq_rel,
 						     memory_order_relaxed))
 		return false;
-	if (status_p)
+	if (status_p) {
 		*status_p = r->status;
+		report(r, r->status);
+	}
 	push_index(r->index);
 	return true;
 }
@@ -249,26 +276,6 @@ size_t pcori_htable_live(void)
 void pcori_req_complete(pcori_req_t *req, int status)
 {
 	req->status = status;
-	/* A receive that ends without a message has nothing to report; its
-	 * info would be whatever the slot's previous request left there. */
-	bool got_msg = status != PCOR_ERR_CANCELED &&
-		       status != PCOR_ERR_PEER_LOST;
-	if ((req->kind == PCORI_REQ_RECV_COPY ||
-	     req->kind == PCORI_REQ_RECV_DMA) &&
-	    got_msg) {
-		const pcori_report_t *rp = &req->report;
-		if (rp->info)
-			*rp->info = req->info;
-		if (rp->pid)
-			*rp->pid = req->info.pid;
-		if (rp->thid)
-			*rp->thid = req->info.thid;
-		if (rp->tag)
-			*rp->tag = req->info.tag;
-		if (rp->size)
-			*rp->size = req->info.size > INT_MAX ? INT_MAX
-							     : (int)req->info.size;
-	}
 	/* From here on req may be released and reused by the tester. */
 	pcori_wake_word(&req->state, PCORI_REQ_DONE);
 }
