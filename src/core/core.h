@@ -430,6 +430,7 @@ typedef struct pcori_req {
 						allocated; see handle.c */
 	uint32_t index;         /* own slot in the handle table */
 	int32_t owner_thid;     /* receives: the posting thread */
+	_Atomic uint32_t hgen;  /* the generation handles carry; handle.c */
 	pcori_report_t report;  /* receives: where the tester reports */
 	/* line 3: what arrived (receives): completer writes, tester reads */
 	alignas(PCORI_CACHELINE) pcor_msginfo_t info;

@@ -9,7 +9,9 @@
  *    while allocated and even while free; release is a CAS odd -> even, so
  *    of two threads testing one handle exactly one gets the status and the
  *    other PCOR_ERR_BADHANDLE.  The 11 generation bits in the handle make a
- *    stale handle look valid only after 2047 reuses of its slot.
+ *    stale handle look valid only after 2047 reuses of its slot.  The slot
+ *    keeps the generation its handles carry (hgen, 1..2047, one step per
+ *    use), so making and checking a handle costs no division.
  *  - Free slots are kept per pcor thread (a small LIFO in TLS, hot in
  *    cache) in front of one global stack under a lock.  The table is
  *    sized for PCOR_MAX_HANDLES plus every thread's cache.
@@ -154,11 +156,6 @@ void pcori_htable_flush_tls(void)
 	pcori_unlock(&ht.lock);
 }
 
-static inline uint32_t hgen(uint32_t gen)
-{
-	return ((gen >> 1) % PCORI_HGEN_SPAN) + 1;
-}
-
 /*
  * The completion word's value while the request of generation gen (odd)
  * is pending: even, never PCORI_REQ_DONE nor the sleeper bit, and
@@ -177,8 +174,13 @@ pcori_req_t *pcori_req_alloc(void)
 	if (PCORI_UNLIKELY(!pop_index(&idx)))
 		return NULL;
 	pcori_req_t *r = slot(idx);
+	/* Published by the release on gen, so a lookup that sees this
+	 * generation odd sees its hgen too. */
+	uint32_t hg = atomic_load_explicit(&r->hgen, memory_order_relaxed);
+	atomic_store_explicit(&r->hgen, hg >= PCORI_HGEN_SPAN ? 1 : hg + 1,
+			      memory_order_relaxed);
 	uint32_t g = atomic_fetch_add_explicit(&r->gen, 1,
-					       memory_order_relaxed) + 1;
+					       memory_order_release) + 1;
 	atomic_store_explicit(&r->state, pending_of(g), memory_order_relaxed);
 	r->status = PCOR_OK;
 	r->flags = 0;
@@ -240,8 +242,8 @@ void pcori_req_free(pcori_req_t *req)
 
 pcor_handle_t pcori_req_handle(const pcori_req_t *req)
 {
-	uint32_t g = atomic_load_explicit(&req->gen, memory_order_relaxed);
-	return (pcor_handle_t)((hgen(g) << PCORI_HINDEX_BITS) | req->index);
+	uint32_t hg = atomic_load_explicit(&req->hgen, memory_order_relaxed);
+	return (pcor_handle_t)((hg << PCORI_HINDEX_BITS) | req->index);
 }
 
 pcori_req_t *pcori_req_lookup(pcor_handle_t h, uint32_t *gen_p)
@@ -255,7 +257,8 @@ pcori_req_t *pcori_req_lookup(pcor_handle_t h, uint32_t *gen_p)
 		return NULL;
 	pcori_req_t *r = slot(idx);
 	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
-	if (!(g & 1) || hgen(g) != hg)
+	if (!(g & 1) ||
+	    atomic_load_explicit(&r->hgen, memory_order_relaxed) != hg)
 		return NULL;
 	if (gen_p)
 		*gen_p = g;
