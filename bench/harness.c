@@ -253,6 +253,30 @@ uint64_t bh_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+long bh_clock_init(bh_clock_t *c, long iters, long warmup)
+{
+	if (iters < 1)
+		iters = 1;
+	c->batch = iters >= BH_BATCHES ? iters / BH_BATCHES : 1;
+	c->nb = (int)(iters / c->batch);
+	if (c->nb > BH_BATCHES)
+		c->nb = BH_BATCHES;
+	c->left = warmup + 1; /* the first stamp opens iteration `warmup` */
+	c->n = 0;
+	return c->batch * c->nb;
+}
+
+double bh_clock_end(bh_clock_t *c)
+{
+	double per[BH_BATCHES];
+	c->stamp[c->n] = bh_now_ns();
+	int k = c->n;
+	for (int i = 0; i < k; i++)
+		per[i] =
+		    (double)(c->stamp[i + 1] - c->stamp[i]) / (double)c->batch;
+	return bh_median(per, k);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -411,28 +435,37 @@ void bh_csv_end(bh_opts_t *o)
 
 int bh_ratio_row(const bh_opts_t *o, const char *name, const char *wait,
 		 size_t size, long threads, const double *num,
-		 const double *den, int n, double target, bool at_most,
-		 const char *what)
+		 const double *den, int n, const char *unit, double target,
+		 bool at_most, const char *what)
 {
-	double q[BH_MAX_LIST * 16];
+	double q[BH_MAX_LIST * 16], a[BH_MAX_LIST * 16], b[BH_MAX_LIST * 16];
 	int k = 0;
 	for (int i = 0; i < n && k < (int)(sizeof(q) / sizeof(q[0])); i++)
-		if (den[i] > 0)
+		if (den[i] > 0 && num[i] > 0) {
+			a[k] = num[i];
+			b[k] = den[i];
 			q[k++] = num[i] / den[i];
+		}
 	if (k == 0)
 		return -1;
 	double mn = bh_min(q, k), mx = bh_max(q, k), med = bh_median(q, k);
-	char note[96] = "";
-	int met = -1;
+	char note[160];
+	int met = -1, len = 0;
 	if (target > 0) {
 		met = at_most ? med <= target : med >= target;
-		snprintf(note, sizeof(note), "target %s %.2g: %s",
-			 at_most ? "<=" : ">=", target, met ? "met" : "missed");
+		len = snprintf(note, sizeof(note), "target %s %.2g: %s; ",
+			       at_most ? "<=" : ">=", target,
+			       met ? "met" : "missed");
 	}
+	/* The operands' medians, and how many pairs were usable. */
+	snprintf(note + len, sizeof(note) - (size_t)len,
+		 "%.4g / %.4g %s; %d of %d pairs", bh_median(a, k),
+		 bh_median(b, k), unit, k, n);
 	emit(o, "ratio", name, wait, size, threads, 0, med, mn, mx, k, "x",
 	     note);
-	fprintf(stderr, "%s: %-34s %6.2fx  [%.2f..%.2f]  %s%s%s\n", o->bench,
-		name, med, mn, mx, what, *note ? "; " : "", note);
+	fprintf(stderr, "%s: %-30s %6.2fx  [%.2f..%.2f]  %s\n%*s  %s\n",
+		o->bench, name, med, mn, mx, what, (int)strlen(o->bench) + 30,
+		"", note);
 	return met;
 }
 
@@ -494,8 +527,9 @@ typedef struct bare {
 	_Alignas(BH_CACHELINE) _Atomic uint32_t shared; /* both directions */
 	_Alignas(BH_CACHELINE) _Atomic uint32_t ping;	/* A -> B only */
 	_Alignas(BH_CACHELINE) _Atomic uint32_t pong;	/* B -> A only */
-	_Alignas(BH_CACHELINE) long total, warmup;
-	uint64_t elapsed_ns;
+	_Alignas(BH_CACHELINE) long total;
+	double ns; /* per round trip */
+	bh_clock_t clk;
 	_Atomic int tid_b;    /* wake test: B's kernel id, 0 until known */
 	_Atomic uint32_t ack; /* wake test: B has stamped wake-up i */
 	uint64_t *t_sent, *t_woken, *t_call;
@@ -505,17 +539,15 @@ typedef struct bare {
 static void *spin_shared_a(void *p)
 {
 	bare_t *s = p;
-	uint64_t t0 = 0;
 	for (long i = 0; i < s->total; i++) {
-		if (i == s->warmup)
-			t0 = bh_now_ns();
+		bh_clock_tick(&s->clk);
 		uint32_t v = 2 * (uint32_t)i + 1;
 		atomic_store_explicit(&s->shared, v, memory_order_release);
 		while (atomic_load_explicit(&s->shared, memory_order_acquire) !=
 		       v + 1)
 			cpu_relax();
 	}
-	s->elapsed_ns = bh_now_ns() - t0;
+	s->ns = bh_clock_end(&s->clk);
 	return NULL;
 }
 
@@ -536,17 +568,15 @@ static void *spin_shared_b(void *p)
 static void *spin_line_a(void *p)
 {
 	bare_t *s = p;
-	uint64_t t0 = 0;
 	for (long i = 0; i < s->total; i++) {
-		if (i == s->warmup)
-			t0 = bh_now_ns();
+		bh_clock_tick(&s->clk);
 		uint32_t v = (uint32_t)i + 1;
 		atomic_store_explicit(&s->ping, v, memory_order_release);
 		while (atomic_load_explicit(&s->pong, memory_order_acquire) !=
 		       v)
 			cpu_relax();
 	}
-	s->elapsed_ns = bh_now_ns() - t0;
+	s->ns = bh_clock_end(&s->clk);
 	return NULL;
 }
 
@@ -567,13 +597,12 @@ double bh_bare_spin_rtt(bh_spin_layout_t layout, long iters, long warmup)
 {
 	bare_t *s = aligned_alloc(BH_CACHELINE, sizeof(*s));
 	memset(s, 0, sizeof(*s));
-	s->total = iters + warmup;
-	s->warmup = warmup;
+	s->total = warmup + bh_clock_init(&s->clk, iters, warmup);
 	if (layout == BH_SPIN_SHARED)
 		run_pair(spin_shared_a, spin_shared_b, s);
 	else
 		run_pair(spin_line_a, spin_line_b, s);
-	double ns = (double)s->elapsed_ns / (double)iters;
+	double ns = s->ns;
 	free(s);
 	return ns;
 }
@@ -589,16 +618,14 @@ static void futex_wait_for(_Atomic uint32_t *w, uint32_t want)
 static void *futex_a(void *p)
 {
 	bare_t *s = p;
-	uint64_t t0 = 0;
 	for (long i = 0; i < s->total; i++) {
-		if (i == s->warmup)
-			t0 = bh_now_ns();
+		bh_clock_tick(&s->clk);
 		uint32_t v = 2 * (uint32_t)i + 1;
 		atomic_store_explicit(&s->shared, v, memory_order_release);
 		sys_futex(&s->shared, FUTEX_WAKE, 1);
 		futex_wait_for(&s->shared, v + 1);
 	}
-	s->elapsed_ns = bh_now_ns() - t0;
+	s->ns = bh_clock_end(&s->clk);
 	return NULL;
 }
 
@@ -618,10 +645,9 @@ double bh_bare_futex_rtt(long iters, long warmup)
 {
 	bare_t *s = aligned_alloc(BH_CACHELINE, sizeof(*s));
 	memset(s, 0, sizeof(*s));
-	s->total = iters + warmup;
-	s->warmup = warmup;
+	s->total = warmup + bh_clock_init(&s->clk, iters, warmup);
 	run_pair(futex_a, futex_b, s);
-	double ns = (double)s->elapsed_ns / (double)iters;
+	double ns = s->ns;
 	free(s);
 	return ns;
 }
@@ -720,15 +746,15 @@ static void *copy_main(void *p)
 	}
 	memset(src, 0x5a, cap);
 	memset(dst, 0, cap);
-	uint64_t t0 = 0;
-	for (long i = 0; i < j->iters + j->warmup; i++) {
-		if (i == j->warmup)
-			t0 = bh_now_ns();
+	bh_clock_t clk;
+	long total = j->warmup + bh_clock_init(&clk, j->iters, j->warmup);
+	for (long i = 0; i < total; i++) {
+		bh_clock_tick(&clk);
 		memcpy(dst, src, j->size);
 		/* The copy must happen: dst escapes, memory is clobbered. */
 		__asm__ __volatile__("" : : "r"(dst) : "memory");
 	}
-	j->ns = (double)(bh_now_ns() - t0) / (double)j->iters;
+	j->ns = bh_clock_end(&clk);
 	free(src);
 	free(dst);
 	return NULL;

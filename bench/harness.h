@@ -9,6 +9,8 @@
  *   bench,metric,variant,wait,size,threads,iters,reps,median,min,max,unit,note
  *
  * One row per measured point; median/min/max are over the repetitions.
+ * Within a repetition a timed loop's figure is itself the median of 64
+ * batch means (bh_clock_t), so one preemption does not spoil a point.
  * Rows whose metric is "ratio" compare two points measured in the same
  * process: each repetition measures both side by side and the row gives
  * the median (min, max) of the per-repetition quotients.  Their note says
@@ -79,6 +81,40 @@ long bh_iters_for(const bh_opts_t *o, size_t size, long base);
 /* Monotonic time in nanoseconds. */
 uint64_t bh_now_ns(void);
 
+/*
+ * A measured loop is timed in batches and its figure is the median of the
+ * batch means: on a shared host a preemption then spoils one batch, not
+ * the point.  Use:
+ *
+ *   long n = bh_clock_init(&c, iters, warmup);   (n: timed iterations)
+ *   for (i = 0; i < warmup + n; i++) { bh_clock_tick(&c); ...one... }
+ *   ns = bh_clock_end(&c);                        (per iteration)
+ */
+#define BH_BATCHES 64
+typedef struct bh_clock {
+	long batch; /* iterations per batch */
+	long left;  /* iterations until the next stamp */
+	int n;	    /* stamps taken */
+	int nb;	    /* batches */
+	uint64_t stamp[BH_BATCHES + 1];
+} bh_clock_t;
+
+/* iters rounded down to whole batches (at least one iteration). */
+long bh_clock_init(bh_clock_t *c, long iters, long warmup);
+
+/* At the top of every iteration, warm-up included. */
+static inline void bh_clock_tick(bh_clock_t *c)
+{
+	if (--c->left == 0) {
+		if (c->n < BH_BATCHES)
+			c->stamp[c->n++] = bh_now_ns();
+		c->left = c->batch;
+	}
+}
+
+/* After the loop: nanoseconds per iteration, median over the batches. */
+double bh_clock_end(bh_clock_t *c);
+
 /* Median of v[0..n-1] (v is reordered).  0 for n == 0. */
 double bh_median(double *v, int n);
 double bh_min(const double *v, int n);
@@ -100,15 +136,17 @@ void bh_csv_flush(const bh_opts_t *o);
 void bh_csv_end(bh_opts_t *o);
 
 /*
- * A ratio row: per-repetition num[i] / den[i], median over i.  A target
- * > 0 is checked (upper bound when at_most, else lower bound), the
- * verdict goes into the note and a line on stderr names both operands.
+ * A ratio row: pairs num[i] / den[i] measured side by side, median over
+ * the pairs.  A pair with an operand <= 0 was rejected by the caller and is
+ * left out (the note counts the pairs used).  A target > 0 is checked
+ * (upper bound when at_most, else lower bound); the verdict and the
+ * operands' medians (in unit) go into the note, and a line on stderr.
  * Returns 1 if a target was given and met, 0 if missed, -1 if none.
  */
 int bh_ratio_row(const bh_opts_t *o, const char *name, const char *wait,
 		 size_t size, long threads, const double *num,
-		 const double *den, int n, double target, bool at_most,
-		 const char *what);
+		 const double *den, int n, const char *unit, double target,
+		 bool at_most, const char *what);
 
 /* --------------------------------------------------------- baselines */
 

@@ -271,8 +271,8 @@ int main(int argc, char **argv)
 		snprintf(what, sizeof(what),
 			 "message rate, %ld threads / 2 threads", o.threads[t]);
 		bh_ratio_row(&o, name, wait, size, o.threads[t], &rate[t * R],
-			     &rate[t2 * R], R, o.threads[t] == 256 ? 0.5 : 0,
-			     false, what);
+			     &rate[t2 * R], R, "Mmsg/s",
+			     o.threads[t] == 256 ? 0.5 : 0, false, what);
 	}
 	for (int t = 0; t < T; t++) {
 		memcpy(tmp, &rate[t * R], sizeof(double) * (size_t)R);

@@ -46,10 +46,11 @@ static const char *const vnames[NVARIANT] = {"copy", "dma", "dma-handover"};
 typedef struct point {
 	int variant;
 	size_t size;
-	long total, warmup;
+	long total;  /* iterations, warm-up included */
 	int thid[2]; /* A (CPU 0), B (CPU 1) */
 	pthread_barrier_t start;
-	uint64_t elapsed_ns; /* A's timed loop */
+	bh_clock_t clk; /* A's */
+	double ns;	/* per round trip */
 } point_t;
 
 typedef struct side {
@@ -118,15 +119,13 @@ static void run_copy(point_t *pt, int who)
 	/* Only now are both ids written (pcor_thread_create returned). */
 	peer = pt->thid[1 - who];
 	int r = 0;
-	uint64_t t0 = 0;
 	if (me == 1)
 		r = hcheck(
 		    recvCopy(pid, peer, TAG, rbuf, len, NULL, NULL, NULL, NULL),
 		    "recvCopy");
 	for (long i = 0; i < pt->total; i++) {
 		if (me == 0) {
-			if (i == pt->warmup)
-				t0 = bh_now_ns();
+			bh_clock_tick(&pt->clk);
 			r = hcheck(recvCopy(pid, peer, TAG, rbuf, len, NULL,
 					    NULL, NULL, NULL),
 				   "recvCopy");
@@ -146,7 +145,7 @@ static void run_copy(point_t *pt, int who)
 		}
 	}
 	if (me == 0)
-		pt->elapsed_ns = bh_now_ns() - t0;
+		pt->ns = bh_clock_end(&pt->clk);
 	check_bytes(rbuf, pt->size, who ? PAT_A : PAT_B);
 	free(sbuf);
 	free(rbuf);
@@ -164,15 +163,13 @@ static void run_dma(point_t *pt, int who)
 	/* Only now are both ids written (pcor_thread_create returned). */
 	peer = pt->thid[1 - who];
 	int r = 0;
-	uint64_t t0 = 0;
 	if (me == 1)
 		r = hcheck(recvDMA(pid, peer, TAG, &in, NULL, NULL, NULL, NULL),
 			   "recvDMA");
 	for (long i = 0; i < pt->total; i++) {
 		const bool last = i + 1 == pt->total;
 		if (me == 0) {
-			if (i == pt->warmup)
-				t0 = bh_now_ns();
+			bh_clock_tick(&pt->clk);
 			r = hcheck(recvDMA(pid, peer, TAG, &in, NULL, NULL,
 					   NULL, NULL),
 				   "recvDMA");
@@ -197,7 +194,7 @@ static void run_dma(point_t *pt, int who)
 		}
 	}
 	if (me == 0)
-		pt->elapsed_ns = bh_now_ns() - t0;
+		pt->ns = bh_clock_end(&pt->clk);
 	pcor_dma_free(sbuf);
 }
 
@@ -224,14 +221,12 @@ static void run_handover(point_t *pt, int who)
 	/* Only now are both ids written (pcor_thread_create returned). */
 	peer = pt->thid[1 - who];
 	int r = 0;
-	uint64_t t0 = 0;
 	if (me == 1)
 		r = hcheck(recvDMA(pid, peer, TAG, &in, NULL, NULL, NULL, NULL),
 			   "recvDMA");
 	for (long i = 0; i < pt->total; i++) {
 		if (me == 0) {
-			if (i == pt->warmup)
-				t0 = bh_now_ns();
+			bh_clock_tick(&pt->clk);
 			r = hcheck(recvDMA(pid, peer, TAG, &in, NULL, NULL,
 					   NULL, NULL),
 				   "recvDMA");
@@ -249,7 +244,7 @@ static void run_handover(point_t *pt, int who)
 		}
 	}
 	if (me == 0) {
-		pt->elapsed_ns = bh_now_ns() - t0;
+		pt->ns = bh_clock_end(&pt->clk);
 		/* The block went there and back unchanged. */
 		check_bytes(buf, pt->size, PAT_A);
 		pcor_dma_free(buf);
@@ -277,10 +272,8 @@ static void *side_main(void *p)
 /* One point: a fresh pair of pcor threads.  Nanoseconds per round trip. */
 static double measure(int variant, size_t size, long iters, long warmup)
 {
-	point_t pt = {.variant = variant,
-		      .size = size,
-		      .total = iters + warmup,
-		      .warmup = warmup};
+	point_t pt = {.variant = variant, .size = size};
+	pt.total = warmup + bh_clock_init(&pt.clk, iters, warmup);
 	side_t sd[2] = {{&pt, 0}, {&pt, 1}};
 	pthread_barrier_init(&pt.start, NULL, 3);
 	for (int i = 0; i < 2; i++) {
@@ -293,19 +286,94 @@ static double measure(int variant, size_t size, long iters, long warmup)
 	for (int i = 0; i < 2; i++)
 		pcor_thread_join(pt.thid[i], NULL);
 	pthread_barrier_destroy(&pt.start);
-	return (double)pt.elapsed_ns / (double)iters;
+	return pt.ns;
 }
 
-static int find_size(const bh_opts_t *o, size_t s)
+/* Usable pairs: the two bare runs around a pcor run agree this well. */
+#define PAIR_SPREAD 1.25
+/* Below this the host had put both vCPUs on one core (SMT siblings). */
+#define SIBLINGS_NS 100.0
+
+/*
+ * A bare figure measured before and after the pcor figure it is paired
+ * with: their mean, or 0 (pair rejected) if the two disagree -- the host
+ * moved the vCPUs meanwhile -- or are below floor.
+ */
+static double bracket(double before, double after, double floor)
 {
-	for (int i = 0; i < o->nsizes; i++)
-		if (o->sizes[i] == s)
-			return i;
-	return -1;
+	double lo = before < after ? before : after;
+	double hi = before < after ? after : before;
+	if (lo < floor || hi > lo * PAIR_SPREAD)
+		return 0;
+	return (before + after) / 2;
+}
+
+/*
+ * The targets.  On this shared host the vCPUs move between host cores
+ * (bare RTTs from ~30 ns on SMT siblings to ~500 ns), so a target ratio is
+ * taken over many short pairs, each pcor run bracketed by its bare runs.
+ */
+static void targets(bh_opts_t *o, bool spin, const char *wait, int npairs,
+		    long iters)
+{
+	const size_t mib = (size_t)1 << 20;
+	double *c8 = calloc((size_t)npairs, sizeof(double));
+	double *sh = calloc((size_t)npairs, sizeof(double));
+	double *ln = calloc((size_t)npairs, sizeof(double));
+	double *fx = calloc((size_t)npairs, sizeof(double));
+	double *c1m = calloc((size_t)npairs, sizeof(double));
+	double *m1m = calloc((size_t)npairs, sizeof(double));
+	if (!c8 || !sh || !ln || !fx || !c1m || !m1m)
+		die("calloc", PCOR_ERR_NOMEM);
+	const long wu = iters / 10, it1m = bh_iters_for(o, mib, iters / 2);
+	for (int b = 0; b < npairs; b++) {
+		if (spin) {
+			double s0 = bh_bare_spin_rtt(BH_SPIN_SHARED, iters, wu);
+			double l0 = bh_bare_spin_rtt(BH_SPIN_LINE, iters, wu);
+			c8[b] = measure(V_COPY, 8, iters, wu);
+			double s1 = bh_bare_spin_rtt(BH_SPIN_SHARED, iters, wu);
+			double l1 = bh_bare_spin_rtt(BH_SPIN_LINE, iters, wu);
+			sh[b] = bracket(s0, s1, SIBLINGS_NS);
+			ln[b] = bracket(l0, l1, SIBLINGS_NS);
+		} else {
+			double f0 = bh_bare_futex_rtt(iters, wu);
+			c8[b] = measure(V_COPY, 8, iters, wu);
+			double f1 = bh_bare_futex_rtt(iters, wu);
+			fx[b] = bracket(f0, f1, 0);
+		}
+		double m0 = bh_gbs(mib, bh_memcpy_ns(mib, it1m, it1m / 10));
+		c1m[b] = bh_gbs(mib, measure(V_COPY, mib, it1m, it1m / 10) / 2);
+		double m1 = bh_gbs(mib, bh_memcpy_ns(mib, it1m, it1m / 10));
+		m1m[b] = bracket(m0, m1, 0);
+	}
+	if (spin) {
+		bh_ratio_row(o, "rtt8-copy/bare-spin-shared", wait, 8, 2, c8,
+			     sh, npairs, "ns", 2.5, true,
+			     "8 B copy RTT (spin) / bare spin RTT, one shared "
+			     "line");
+		bh_ratio_row(o, "rtt8-copy/bare-spin-line", wait, 8, 2, c8, ln,
+			     npairs, "ns", 2.5, true,
+			     "8 B copy RTT (spin) / bare spin RTT, a line per "
+			     "direction");
+	} else {
+		bh_ratio_row(o, "rtt8-copy/bare-futex", wait, 8, 2, c8, fx,
+			     npairs, "ns", 1.3, true,
+			     "8 B copy RTT (block) / bare futex RTT");
+	}
+	bh_ratio_row(o, "bw1m-copy/memcpy", wait, mib, 2, c1m, m1m, npairs,
+		     "GB/s", spin ? 0.8 : 0, false,
+		     "1 MiB copy ping-pong bandwidth / memcpy");
+	free(c8);
+	free(sh);
+	free(ln);
+	free(fx);
+	free(c1m);
+	free(m1m);
 }
 
 /* Everything one wait mode measures, in this (child) process. */
-static int run_mode(bh_opts_t *o, const char *wait, const char *variants)
+static int run_mode(bh_opts_t *o, const char *wait, const char *variants,
+		    int npairs, long pair_iters)
 {
 	const bool spin = !strcmp(wait, "spin");
 	const int R = o->reps, S = o->nsizes;
@@ -327,6 +395,10 @@ static int run_mode(bh_opts_t *o, const char *wait, const char *variants)
 	if (!b_sh || !b_ln || !b_fx || !mc || !rtt || !tmp || !tmp2)
 		die("calloc", PCOR_ERR_NOMEM);
 #define RTT(v, s, r) rtt[((v)*S + (s)) * R + (r)]
+
+	if (npairs > 0)
+		targets(o, spin, wait, npairs,
+			spin ? pair_iters : pair_iters / 10);
 
 	for (int r = 0; r < R; r++) {
 		if (spin) {
@@ -382,36 +454,6 @@ static int run_mode(bh_opts_t *o, const char *wait, const char *variants)
 		}
 	}
 
-	/* The targets, each a per-repetition quotient. */
-	int s8 = find_size(o, 8), s1m = find_size(o, (size_t)1 << 20);
-	if (on[V_COPY] && s8 >= 0) {
-		for (int r = 0; r < R; r++)
-			tmp[r] = RTT(V_COPY, s8, r);
-		if (spin) {
-			bh_ratio_row(o, "rtt8-copy/bare-spin-shared", wait, 8,
-				     2, tmp, b_sh, R, 2.5, true,
-				     "8 B copy RTT (spin) / bare spin RTT, one "
-				     "shared line");
-			bh_ratio_row(o, "rtt8-copy/bare-spin-line", wait, 8, 2,
-				     tmp, b_ln, R, 2.5, true,
-				     "8 B copy RTT (spin) / bare spin RTT, a "
-				     "line per direction");
-		} else {
-			bh_ratio_row(o, "rtt8-copy/bare-futex", wait, 8, 2, tmp,
-				     b_fx, R, 1.3, true,
-				     "8 B copy RTT (block) / bare futex RTT");
-		}
-	}
-	if (on[V_COPY] && s1m >= 0) {
-		for (int r = 0; r < R; r++) {
-			tmp[r] =
-			    bh_gbs((size_t)1 << 20, RTT(V_COPY, s1m, r) / 2);
-			tmp2[r] = bh_gbs((size_t)1 << 20, mc[s1m * R + r]);
-		}
-		bh_ratio_row(o, "bw1m-copy/memcpy", wait, (size_t)1 << 20, 2,
-			     tmp, tmp2, R, spin ? 0.8 : 0, false,
-			     "1 MiB copy ping-pong bandwidth / memcpy");
-	}
 #undef RTT
 	free(b_sh);
 	free(b_ln);
@@ -436,16 +478,23 @@ int main(int argc, char **argv)
 		       .reps = 5};
 	o.nsizes = bh_parse_size_list("1:16m", o.sizes, BH_MAX_LIST);
 	const char *waits = "spin,block", *variants = "copy,dma,dma-handover";
-	const char *spin_ns = "1000000000";
+	const char *spin_ns = "1000000000", *pairs = "21";
+	const char *pair_iters = "20000";
 	bh_extra_t ex[] = {
 	    {"wait", "LIST", "wait modes: spin, block", &waits},
 	    {"variants", "LIST", "copy, dma, dma-handover", &variants},
 	    {"spin-ns", "N", "PCOR_SPIN_NS in spin mode", &spin_ns},
 	};
-	bh_parse(argc, argv, &o, ex, 3,
+	bh_parse(argc, argv, &o, ex, 5,
 		 "Round trip and ping-pong bandwidth between two pcor threads "
 		 "of one process\n(pinned to CPUs 0 and 1), with bare spin, "
 		 "futex and memcpy baselines.");
+	int npairs = atoi(pairs);
+	long piters = atol(pair_iters);
+	if (npairs < 0 || npairs > 500 || piters < 10) {
+		fprintf(stderr, "pingpong: bad --pairs or --pair-iters\n");
+		return 2;
+	}
 	if (!bh_list_has(waits, "spin") && !bh_list_has(waits, "block")) {
 		fprintf(stderr, "pingpong: --wait needs spin and/or block\n");
 		return 2;
@@ -467,7 +516,8 @@ int main(int argc, char **argv)
 			 */
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			setenv("PCOR_SPIN_NS", m == 0 ? spin_ns : "0", 1);
-			int rc = run_mode(&o, modes[m], variants);
+			int rc =
+			    run_mode(&o, modes[m], variants, npairs, piters);
 			bh_csv_flush(&o);
 			_exit(rc);
 		}

@@ -32,10 +32,11 @@
 #define MSG 8
 
 typedef struct pair {
-	long total, warmup;
+	long total;
 	int thid[2];
 	pthread_barrier_t start;
-	uint64_t elapsed_ns;
+	bh_clock_t clk; /* ping-pong: A's */
+	double ns;
 	/* wake test */
 	_Atomic int tid_b;   /* receiver's kernel id, 0 until known */
 	_Atomic long posted; /* receives the receiver has posted */
@@ -75,15 +76,13 @@ static void pingpong(pair_t *p, int who)
 	const int pid = pcor_self_pid(), peer = p->thid[1 - who];
 	memset(sbuf, who, sizeof(sbuf));
 	int r = 0;
-	uint64_t t0 = 0;
 	if (who == 1)
 		r = hcheck(
 		    recvCopy(pid, peer, TAG, rbuf, MSG, NULL, NULL, NULL, NULL),
 		    "recvCopy");
 	for (long i = 0; i < p->total; i++) {
 		if (who == 0) {
-			if (i == p->warmup)
-				t0 = bh_now_ns();
+			bh_clock_tick(&p->clk);
 			r = hcheck(recvCopy(pid, peer, TAG, rbuf, MSG, NULL,
 					    NULL, NULL, NULL),
 				   "recvCopy");
@@ -103,7 +102,7 @@ static void pingpong(pair_t *p, int who)
 		}
 	}
 	if (who == 0)
-		p->elapsed_ns = bh_now_ns() - t0;
+		p->ns = bh_clock_end(&p->clk);
 }
 
 /* One-way wake-ups of a receiver that is surely asleep. */
@@ -171,9 +170,10 @@ static void run_pcor(pair_t *p, bool wake)
 
 static double pcor_rtt(long iters, long warmup)
 {
-	pair_t p = {.total = iters + warmup, .warmup = warmup};
+	pair_t p = {0};
+	p.total = warmup + bh_clock_init(&p.clk, iters, warmup);
 	run_pcor(&p, false);
-	return (double)p.elapsed_ns / (double)iters;
+	return p.ns;
 }
 
 static double pcor_wake(long iters, double *call_p)
@@ -245,9 +245,11 @@ int main(int argc, char **argv)
 	double tmp[BH_MAX_LIST * 16];
 	/* Ratios first: bh_csv_row reorders its input. */
 	bh_ratio_row(&o, "rtt8-copy/bare-futex", "block", MSG, 2, v[PP], v[FX],
-		     R, 1.3, true, "pcor blocking 8 B RTT / bare futex RTT");
+		     R, "ns", 1.3, true,
+		     "pcor blocking 8 B RTT / bare futex RTT");
 	bh_ratio_row(&o, "wake-copy/bare-futex", "block", MSG, 2, v[PW], v[FW],
-		     R, 0, true, "pcor one-way wake-up / bare futex wake-up");
+		     R, "ns", 0, true,
+		     "pcor one-way wake-up / bare futex wake-up");
 	struct {
 		int k;
 		const char *metric, *variant, *wait;
