@@ -215,7 +215,7 @@ int main(int argc, char **argv)
 	    {"spin-ns", "N", "set PCOR_SPIN_NS (else the runtime default)",
 	     &spin_s},
 	};
-	bh_parse(argc, argv, &o, ex, 4,
+	bh_parse(argc, argv, &o, ex, (int)(sizeof(ex) / sizeof(ex[0])),
 		 "Aggregate message rate of T threads in T/2 pairs (senders on "
 		 "CPU 0,\nreceivers on CPU 1).  The first --sizes entry is the "
 		 "message size; --iters\nand --warmup are unused.");

@@ -484,8 +484,12 @@ int main(int argc, char **argv)
 	    {"wait", "LIST", "wait modes: spin, block", &waits},
 	    {"variants", "LIST", "copy, dma, dma-handover", &variants},
 	    {"spin-ns", "N", "PCOR_SPIN_NS in spin mode", &spin_ns},
+	    {"pairs", "N", "bracketed pairs for the target ratios (0: none)",
+	     &pairs},
+	    {"pair-iters", "N", "8 B round trips per pair (block mode: /10)",
+	     &pair_iters},
 	};
-	bh_parse(argc, argv, &o, ex, 5,
+	bh_parse(argc, argv, &o, ex, (int)(sizeof(ex) / sizeof(ex[0])),
 		 "Round trip and ping-pong bandwidth between two pcor threads "
 		 "of one process\n(pinned to CPUs 0 and 1), with bare spin, "
 		 "futex and memcpy baselines.");
@@ -512,8 +516,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		if (pid == 0) {
-			/* Never outlive the parent (e.g. killed by a timeout).
-			 */
+			/* Never outlive the parent (killed by a timeout). */
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			setenv("PCOR_SPIN_NS", m == 0 ? spin_ns : "0", 1);
 			int rc =

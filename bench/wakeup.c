@@ -210,7 +210,7 @@ int main(int argc, char **argv)
 	bh_extra_t ex[] = {
 	    {"wakes", "N", "one-way wake-ups per repetition", &wakes},
 	};
-	bh_parse(argc, argv, &o, ex, 1,
+	bh_parse(argc, argv, &o, ex, (int)(sizeof(ex) / sizeof(ex[0])),
 		 "Cost of waking a pcor receiver blocked in testHandle, next "
 		 "to bare futex and\nspin ping-pongs measured in the same "
 		 "run.");
