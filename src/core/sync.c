@@ -10,6 +10,9 @@
 #include "core.h"
 
 #include <errno.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -21,6 +24,19 @@ _Noreturn void pcori_panic(const char *file, int line, const char *what)
 		what);
 	fflush(stderr);
 	abort();
+}
+
+bool pcori_have_prefetchw;
+
+/* Before any pcor call can run: the flag is read-only afterwards. */
+__attribute__((constructor)) static void detect_cpu(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	unsigned a, b, c, d;
+	/* CPUID 0x80000001: ECX bit 8, PREFETCHW (3DNowPrefetch). */
+	if (__get_cpuid(0x80000001u, &a, &b, &c, &d))
+		pcori_have_prefetchw = (c >> 8) & 1u;
+#endif
 }
 
 uint64_t pcori_now_ns(void)
