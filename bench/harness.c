@@ -522,39 +522,46 @@ static long sys_futex(_Atomic uint32_t *w, int op, uint32_t val)
 		       NULL, NULL, 0);
 }
 
-/* State of one bare ping-pong; each word on its own line. */
+/*
+ * State of one bare ping-pong.  Each word the two sides exchange has its
+ * own line; the rest is read before the loop or written after it, never
+ * inside, so no other line moves between the cores while timing.
+ */
 typedef struct bare {
 	_Alignas(BH_CACHELINE) _Atomic uint32_t shared; /* both directions */
 	_Alignas(BH_CACHELINE) _Atomic uint32_t ping;	/* A -> B only */
 	_Alignas(BH_CACHELINE) _Atomic uint32_t pong;	/* B -> A only */
-	_Alignas(BH_CACHELINE) long total;
-	double ns; /* per round trip */
-	bh_clock_t clk;
-	_Atomic int tid_b;    /* wake test: B's kernel id, 0 until known */
-	_Atomic uint32_t ack; /* wake test: B has stamped wake-up i */
-	uint64_t *t_sent, *t_woken, *t_call;
+	_Alignas(BH_CACHELINE) _Atomic uint32_t ack; /* wake test: B stamped */
+	_Alignas(BH_CACHELINE) _Atomic int tid_b; /* wake test: B's kernel id */
+	_Alignas(BH_CACHELINE) long total;	  /* iterations, warm-up too */
+	uint64_t *t_sent, *t_woken, *t_call;	  /* wake test */
+	bh_clock_t clk; /* set up before, copied by A */
+	double ns;	/* A's result: per round trip */
 } bare_t;
 
 /* Shared line: odd values are pings, even values pongs. */
 static void *spin_shared_a(void *p)
 {
 	bare_t *s = p;
-	for (long i = 0; i < s->total; i++) {
-		bh_clock_tick(&s->clk);
+	const long total = s->total;
+	bh_clock_t clk = s->clk;
+	for (long i = 0; i < total; i++) {
+		bh_clock_tick(&clk);
 		uint32_t v = 2 * (uint32_t)i + 1;
 		atomic_store_explicit(&s->shared, v, memory_order_release);
 		while (atomic_load_explicit(&s->shared, memory_order_acquire) !=
 		       v + 1)
 			cpu_relax();
 	}
-	s->ns = bh_clock_end(&s->clk);
+	s->ns = bh_clock_end(&clk);
 	return NULL;
 }
 
 static void *spin_shared_b(void *p)
 {
 	bare_t *s = p;
-	for (long i = 0; i < s->total; i++) {
+	const long total = s->total;
+	for (long i = 0; i < total; i++) {
 		uint32_t v = 2 * (uint32_t)i + 1;
 		while (atomic_load_explicit(&s->shared, memory_order_acquire) !=
 		       v)
@@ -568,22 +575,25 @@ static void *spin_shared_b(void *p)
 static void *spin_line_a(void *p)
 {
 	bare_t *s = p;
-	for (long i = 0; i < s->total; i++) {
-		bh_clock_tick(&s->clk);
+	const long total = s->total;
+	bh_clock_t clk = s->clk;
+	for (long i = 0; i < total; i++) {
+		bh_clock_tick(&clk);
 		uint32_t v = (uint32_t)i + 1;
 		atomic_store_explicit(&s->ping, v, memory_order_release);
 		while (atomic_load_explicit(&s->pong, memory_order_acquire) !=
 		       v)
 			cpu_relax();
 	}
-	s->ns = bh_clock_end(&s->clk);
+	s->ns = bh_clock_end(&clk);
 	return NULL;
 }
 
 static void *spin_line_b(void *p)
 {
 	bare_t *s = p;
-	for (long i = 0; i < s->total; i++) {
+	const long total = s->total;
+	for (long i = 0; i < total; i++) {
 		uint32_t v = (uint32_t)i + 1;
 		while (atomic_load_explicit(&s->ping, memory_order_acquire) !=
 		       v)
@@ -618,21 +628,24 @@ static void futex_wait_for(_Atomic uint32_t *w, uint32_t want)
 static void *futex_a(void *p)
 {
 	bare_t *s = p;
-	for (long i = 0; i < s->total; i++) {
-		bh_clock_tick(&s->clk);
+	const long total = s->total;
+	bh_clock_t clk = s->clk;
+	for (long i = 0; i < total; i++) {
+		bh_clock_tick(&clk);
 		uint32_t v = 2 * (uint32_t)i + 1;
 		atomic_store_explicit(&s->shared, v, memory_order_release);
 		sys_futex(&s->shared, FUTEX_WAKE, 1);
 		futex_wait_for(&s->shared, v + 1);
 	}
-	s->ns = bh_clock_end(&s->clk);
+	s->ns = bh_clock_end(&clk);
 	return NULL;
 }
 
 static void *futex_b(void *p)
 {
 	bare_t *s = p;
-	for (long i = 0; i < s->total; i++) {
+	const long total = s->total;
+	for (long i = 0; i < total; i++) {
 		uint32_t v = 2 * (uint32_t)i + 1;
 		futex_wait_for(&s->shared, v);
 		atomic_store_explicit(&s->shared, v + 1, memory_order_release);
@@ -659,7 +672,8 @@ static void *wake_a(void *p)
 	int tid;
 	while ((tid = atomic_load(&s->tid_b)) == 0)
 		sched_yield();
-	for (long i = 0; i < s->total; i++) {
+	const long total = s->total;
+	for (long i = 0; i < total; i++) {
 		while (atomic_load_explicit(&s->ack, memory_order_acquire) !=
 		       (uint32_t)i)
 			sched_yield();
@@ -679,7 +693,8 @@ static void *wake_a(void *p)
 static void *wake_b(void *p)
 {
 	bare_t *s = p;
-	for (long i = 0; i < s->total; i++) {
+	const long total = s->total;
+	for (long i = 0; i < total; i++) {
 		futex_wait_for(&s->shared, (uint32_t)i + 1);
 		s->t_woken[i] = bh_now_ns();
 		atomic_store_explicit(&s->ack, (uint32_t)i + 1,

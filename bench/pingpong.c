@@ -118,14 +118,17 @@ static void run_copy(point_t *pt, int who)
 	pthread_barrier_wait(&pt->start);
 	/* Only now are both ids written (pcor_thread_create returned). */
 	peer = pt->thid[1 - who];
+	/* Copies: the shared point is not read inside the timed loop. */
+	const long total = pt->total;
+	bh_clock_t clk = pt->clk;
 	int r = 0;
 	if (me == 1)
 		r = hcheck(
 		    recvCopy(pid, peer, TAG, rbuf, len, NULL, NULL, NULL, NULL),
 		    "recvCopy");
-	for (long i = 0; i < pt->total; i++) {
+	for (long i = 0; i < total; i++) {
 		if (me == 0) {
-			bh_clock_tick(&pt->clk);
+			bh_clock_tick(&clk);
 			r = hcheck(recvCopy(pid, peer, TAG, rbuf, len, NULL,
 					    NULL, NULL, NULL),
 				   "recvCopy");
@@ -135,7 +138,7 @@ static void run_copy(point_t *pt, int who)
 			wait_ok(r, "recvCopy completion");
 		} else {
 			wait_ok(r, "recvCopy completion");
-			if (i + 1 < pt->total)
+			if (i + 1 < total)
 				r = hcheck(recvCopy(pid, peer, TAG, rbuf, len,
 						    NULL, NULL, NULL, NULL),
 					   "recvCopy");
@@ -145,7 +148,7 @@ static void run_copy(point_t *pt, int who)
 		}
 	}
 	if (me == 0)
-		pt->ns = bh_clock_end(&pt->clk);
+		pt->ns = bh_clock_end(&clk);
 	check_bytes(rbuf, pt->size, who ? PAT_A : PAT_B);
 	free(sbuf);
 	free(rbuf);
@@ -162,14 +165,17 @@ static void run_dma(point_t *pt, int who)
 	pthread_barrier_wait(&pt->start);
 	/* Only now are both ids written (pcor_thread_create returned). */
 	peer = pt->thid[1 - who];
+	/* Copies: the shared point is not read inside the timed loop. */
+	const long total = pt->total;
+	bh_clock_t clk = pt->clk;
 	int r = 0;
 	if (me == 1)
 		r = hcheck(recvDMA(pid, peer, TAG, &in, NULL, NULL, NULL, NULL),
 			   "recvDMA");
-	for (long i = 0; i < pt->total; i++) {
-		const bool last = i + 1 == pt->total;
+	for (long i = 0; i < total; i++) {
+		const bool last = i + 1 == total;
 		if (me == 0) {
-			bh_clock_tick(&pt->clk);
+			bh_clock_tick(&clk);
 			r = hcheck(recvDMA(pid, peer, TAG, &in, NULL, NULL,
 					   NULL, NULL),
 				   "recvDMA");
@@ -194,7 +200,7 @@ static void run_dma(point_t *pt, int who)
 		}
 	}
 	if (me == 0)
-		pt->ns = bh_clock_end(&pt->clk);
+		pt->ns = bh_clock_end(&clk);
 	pcor_dma_free(sbuf);
 }
 
@@ -220,13 +226,16 @@ static void run_handover(point_t *pt, int who)
 	pthread_barrier_wait(&pt->start);
 	/* Only now are both ids written (pcor_thread_create returned). */
 	peer = pt->thid[1 - who];
+	/* Copies: the shared point is not read inside the timed loop. */
+	const long total = pt->total;
+	bh_clock_t clk = pt->clk;
 	int r = 0;
 	if (me == 1)
 		r = hcheck(recvDMA(pid, peer, TAG, &in, NULL, NULL, NULL, NULL),
 			   "recvDMA");
-	for (long i = 0; i < pt->total; i++) {
+	for (long i = 0; i < total; i++) {
 		if (me == 0) {
-			bh_clock_tick(&pt->clk);
+			bh_clock_tick(&clk);
 			r = hcheck(recvDMA(pid, peer, TAG, &in, NULL, NULL,
 					   NULL, NULL),
 				   "recvDMA");
@@ -236,7 +245,7 @@ static void run_handover(point_t *pt, int who)
 		} else {
 			wait_ok(r, "recvDMA completion");
 			buf = in;
-			if (i + 1 < pt->total)
+			if (i + 1 < total)
 				r = hcheck(recvDMA(pid, peer, TAG, &in, NULL,
 						   NULL, NULL, NULL),
 					   "recvDMA");
@@ -244,7 +253,7 @@ static void run_handover(point_t *pt, int who)
 		}
 	}
 	if (me == 0) {
-		pt->ns = bh_clock_end(&pt->clk);
+		pt->ns = bh_clock_end(&clk);
 		/* The block went there and back unchanged. */
 		check_bytes(buf, pt->size, PAT_A);
 		pcor_dma_free(buf);

@@ -32,15 +32,15 @@
 #define MSG 8
 
 typedef struct pair {
-	long total;
+	long total; /* iterations, warm-up included */
 	int thid[2];
+	bh_clock_t clk; /* ping-pong: set up before; A times with a copy */
 	pthread_barrier_t start;
-	bh_clock_t clk; /* ping-pong: A's */
-	double ns;
-	/* wake test */
-	_Atomic int tid_b;   /* receiver's kernel id, 0 until known */
-	_Atomic long posted; /* receives the receiver has posted */
-	uint64_t *t_sent, *t_woken, *t_call;
+	uint64_t *t_sent, *t_woken, *t_call; /* wake test */
+	/* Written while running: each on its own line. */
+	_Alignas(BH_CACHELINE) _Atomic int tid_b;   /* receiver's kernel id */
+	_Alignas(BH_CACHELINE) _Atomic long posted; /* receives posted */
+	_Alignas(BH_CACHELINE) double ns; /* ping-pong: per round trip */
 } pair_t;
 
 typedef struct side {
@@ -75,14 +75,17 @@ static void pingpong(pair_t *p, int who)
 	char sbuf[MSG], rbuf[MSG];
 	const int pid = pcor_self_pid(), peer = p->thid[1 - who];
 	memset(sbuf, who, sizeof(sbuf));
+	/* Copies: the shared pair is not read inside the timed loop. */
+	const long total = p->total;
+	bh_clock_t clk = p->clk;
 	int r = 0;
 	if (who == 1)
 		r = hcheck(
 		    recvCopy(pid, peer, TAG, rbuf, MSG, NULL, NULL, NULL, NULL),
 		    "recvCopy");
-	for (long i = 0; i < p->total; i++) {
+	for (long i = 0; i < total; i++) {
 		if (who == 0) {
-			bh_clock_tick(&p->clk);
+			bh_clock_tick(&clk);
 			r = hcheck(recvCopy(pid, peer, TAG, rbuf, MSG, NULL,
 					    NULL, NULL, NULL),
 				   "recvCopy");
@@ -92,7 +95,7 @@ static void pingpong(pair_t *p, int who)
 			wait_ok(r, "recvCopy completion");
 		} else {
 			wait_ok(r, "recvCopy completion");
-			if (i + 1 < p->total)
+			if (i + 1 < total)
 				r = hcheck(recvCopy(pid, peer, TAG, rbuf, MSG,
 						    NULL, NULL, NULL, NULL),
 					   "recvCopy");
@@ -102,7 +105,7 @@ static void pingpong(pair_t *p, int who)
 		}
 	}
 	if (who == 0)
-		p->ns = bh_clock_end(&p->clk);
+		p->ns = bh_clock_end(&clk);
 }
 
 /* One-way wake-ups of a receiver that is surely asleep. */
@@ -110,9 +113,10 @@ static void wake_test(pair_t *p, int who)
 {
 	char buf[MSG] = {0};
 	const int pid = pcor_self_pid(), peer = p->thid[1 - who];
+	const long total = p->total;
 	if (who == 1) {
 		atomic_store(&p->tid_b, bh_gettid());
-		for (long i = 0; i < p->total; i++) {
+		for (long i = 0; i < total; i++) {
 			int r = hcheck(recvCopy(pid, peer, TAG, buf, MSG, NULL,
 						NULL, NULL, NULL),
 				       "recvCopy");
@@ -126,7 +130,7 @@ static void wake_test(pair_t *p, int who)
 	int tid;
 	while ((tid = atomic_load(&p->tid_b)) == 0)
 		sched_yield();
-	for (long i = 0; i < p->total; i++) {
+	for (long i = 0; i < total; i++) {
 		while (atomic_load_explicit(&p->posted, memory_order_acquire) <
 		       i + 1)
 			sched_yield();
