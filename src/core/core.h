@@ -482,6 +482,19 @@ void pcori_htable_flush_tls(void);
 void pcori_req_complete(pcori_req_t *req, int status);
 
 /*
+ * Complete a request whose handle has not left the calling thread yet, so
+ * nobody can be waiting on it: a release store, without the exchange that
+ * looks for a sleeper.  (A waiter on an older use of the slot compares
+ * against that use's pending value and never sleeps on this one.)
+ */
+static inline void pcori_req_complete_unseen(pcori_req_t *req, int status)
+{
+	req->status = status;
+	atomic_store_explicit(&req->state, PCORI_REQ_DONE,
+			      memory_order_release);
+}
+
+/*
  * Handles allocated and not yet released, counted over the whole table:
  * for tests and diagnostics, not for hot paths.
  */

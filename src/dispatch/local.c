@@ -320,7 +320,7 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 		*h_p = pcori_req_handle(s);
 		/* A parked sendDMA completes when the receiver takes it. */
 		if (copy || handover)
-			pcori_req_complete(s, PCOR_OK);
+			pcori_req_complete_unseen(s, PCOR_OK);
 		return PCOR_OK;
 	}
 	pcori_unlock(&mq->lock);
@@ -336,7 +336,7 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 		pcori_deliver(r, &k, buf, len, handover ? (void *)buf : NULL);
 	}
 	*h_p = pcori_req_handle(s);
-	pcori_req_complete(s, PCOR_OK);
+	pcori_req_complete_unseen(s, PCOR_OK);
 	return PCOR_OK;
 }
 
