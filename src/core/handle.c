@@ -355,6 +355,12 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 				     timeout_ns);
 		if (rc)
 			return rc;
+		/*
+		 * The completer is done with the line we just read shared, and
+		 * our next request reuses this slot (LIFO): ask for it
+		 * exclusively now, while the release and the return run.
+		 */
+		pcori_prefetchw(r);
 	}
 	int status;
 	if (!release(r, gen, &status))
