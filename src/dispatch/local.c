@@ -252,6 +252,9 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 		     uint32_t ctx, const void *buf, size_t len,
 		     unsigned flags, pcor_handle_t *h_p)
 {
+	pcori_mq_t *mq = &pcori_msg.mqs[dst_thid];
+	/* Its line is with its owner, who posted: fetch it meanwhile. */
+	pcori_prefetchw(&mq->lock);
 	pcori_req_t *s = pcori_req_alloc();
 	if (PCORI_UNLIKELY(!s))
 		return PCOR_ERR_AGAIN;
@@ -271,7 +274,6 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 	const size_t held = big_copy || handover ? len : 0;
 	const pcori_mkey_t k = {pcori_rt.pid, pcori_self_thid(), dst_thid, tag,
 				ctx};
-	pcori_mq_t *mq = &pcori_msg.mqs[dst_thid];
 	/* Waiting for oneself to receive could never end. */
 	const bool may_wait = dst_thid != k.src_thid;
 	uint64_t deadline = 0;
@@ -344,6 +346,9 @@ int pcori_recv_post(pcori_req_kind_t kind, int pid, int thid, int tag,
 		    uint32_t ctx, void *buf, size_t cap,
 		    const pcori_report_t *rep, pcor_handle_t *h_p)
 {
+	pcori_mq_t *mq = &pcori_msg.mqs[pcori_self_thid()];
+	/* Its line is with our last sender: fetch it meanwhile. */
+	pcori_prefetchw(&mq->lock);
 	pcori_req_t *r = pcori_req_alloc();
 	if (PCORI_UNLIKELY(!r))
 		return PCOR_ERR_AGAIN;
@@ -364,7 +369,6 @@ int pcori_recv_post(pcori_req_kind_t kind, int pid, int thid, int tag,
 			peer = pcori_peer_get(pid);
 	}
 
-	pcori_mq_t *mq = &pcori_msg.mqs[r->owner_thid];
 	bool lost = false;
 	pcori_lock(&mq->lock);
 	pcori_mcb_t *m = pcori_mq_take_unexp(mq, r);
