@@ -482,6 +482,21 @@ void pcori_htable_flush_tls(void);
 void pcori_req_complete(pcori_req_t *req, int status);
 
 /*
+ * The first half of pcori_req_complete, for a caller that holds a lock:
+ * publish status and completion at once, and report whether a sleeper
+ * must be woken -- with pcori_futex_wake(&req->state, INT_MAX), after
+ * unlocking (the word may by then belong to the slot's next request: a
+ * spurious wake-up, which waiters tolerate).
+ */
+static inline bool pcori_req_complete_nowake(pcori_req_t *req, int status)
+{
+	req->status = status;
+	return atomic_exchange_explicit(&req->state, PCORI_REQ_DONE,
+					memory_order_acq_rel) &
+	       PCORI_WAIT_SLEEPER;
+}
+
+/*
  * Complete a request whose handle has not left the calling thread yet, so
  * nobody can be waiting on it: a release store, without the exchange that
  * looks for a sleeper.  (A waiter on an older use of the slot compares
