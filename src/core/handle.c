@@ -179,8 +179,13 @@ pcori_req_t *pcori_req_alloc(void)
 	uint32_t hg = atomic_load_explicit(&r->hgen, memory_order_relaxed);
 	atomic_store_explicit(&r->hgen, hg >= PCORI_HGEN_SPAN ? 1 : hg + 1,
 			      memory_order_relaxed);
-	uint32_t g = atomic_fetch_add_explicit(&r->gen, 1,
-					       memory_order_release) + 1;
+	/*
+	 * A free slot's gen is written by its owner only: a late tester's
+	 * release CAS expects an odd value and fails.  So a store, not a
+	 * locked add.
+	 */
+	uint32_t g = atomic_load_explicit(&r->gen, memory_order_relaxed) + 1;
+	atomic_store_explicit(&r->gen, g, memory_order_release);
 	atomic_store_explicit(&r->state, pending_of(g), memory_order_relaxed);
 	r->status = PCOR_OK;
 	r->flags = 0;
