@@ -665,6 +665,157 @@ double bh_bare_futex_rtt(long iters, long warmup)
 	return ns;
 }
 
+/* bh_bare_queue_rtt: one side's queue line and request line. */
+typedef struct bq_queue {
+	_Alignas(BH_CACHELINE) _Atomic uint32_t lock;
+	uint32_t nunexp; /* read by a poster, as pcor checks its queue */
+	struct bq_req *head;
+} bq_queue_t;
+
+typedef struct bq_req {
+	_Alignas(BH_CACHELINE) _Atomic uint32_t state; /* even: pending */
+	int32_t status, tag;
+	struct bq_req *next, *prev;
+	char *buf;
+	size_t len;
+} bq_req_t;
+
+typedef struct bq {
+	bq_queue_t q[2];
+	bq_req_t r[2];
+	_Alignas(BH_CACHELINE) char buf[2][BH_CACHELINE];
+	_Alignas(BH_CACHELINE) long total;
+	bh_clock_t clk;
+	double ns;
+	pthread_barrier_t start;
+} bq_t;
+
+/* The same hint pcor uses (sync.c), where the CPU has it. */
+static void bq_prefetchw(const void *p)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (__builtin_cpu_supports("prfchw"))
+		__asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+	__builtin_prefetch(p, 1, 3);
+#endif
+}
+
+static void bq_lock(bq_queue_t *q)
+{
+	for (;;) {
+		uint32_t zero = 0;
+		if (atomic_compare_exchange_weak_explicit(&q->lock, &zero, 1,
+							  memory_order_acquire,
+							  memory_order_relaxed))
+			return;
+		cpu_relax();
+	}
+}
+
+static void bq_unlock(bq_queue_t *q)
+{
+	atomic_exchange_explicit(&q->lock, 0, memory_order_release);
+}
+
+static void bq_post(bq_t *b, int me, uint32_t round)
+{
+	bq_queue_t *q = &b->q[me];
+	bq_req_t *r = &b->r[me];
+	bq_prefetchw(q);
+	atomic_store_explicit(&r->state, 2 * round, memory_order_relaxed);
+	r->status = 0;
+	r->tag = 7;
+	r->buf = b->buf[me];
+	r->len = 8;
+	r->next = r->prev = NULL;
+	bq_lock(q);
+	if (q->nunexp == 0)
+		q->head = r;
+	bq_unlock(q);
+}
+
+static void bq_send(bq_t *b, int peer)
+{
+	static const char msg[8] = "8 bytes";
+	bq_queue_t *q = &b->q[peer];
+	bq_prefetchw(q);
+	bq_req_t *r;
+	for (;;) { /* the peer posts before it could be sent to */
+		bq_lock(q);
+		if ((r = q->head))
+			break;
+		bq_unlock(q);
+		cpu_relax();
+	}
+	bq_prefetchw(r);
+	if (r->tag != 7 || r->len < sizeof(msg))
+		abort();
+	q->head = r->next;
+	r->next = r->prev = r;
+	memcpy(r->buf, msg, sizeof(msg));
+	r->status = 0;
+	atomic_exchange_explicit(&r->state, 1, memory_order_acq_rel);
+	bq_unlock(q);
+}
+
+static void bq_wait(bq_req_t *r)
+{
+	while (atomic_load_explicit(&r->state, memory_order_acquire) != 1)
+		cpu_relax();
+	bq_prefetchw(r);
+}
+
+static void *bq_side(bq_t *b, int me)
+{
+	const long total = b->total;
+	bh_clock_t clk = b->clk;
+	pthread_barrier_wait(&b->start);
+	if (me == 1)
+		bq_post(b, 1, 1);
+	for (long i = 0; i < total; i++) {
+		uint32_t round = (uint32_t)i + 1;
+		if (me == 0) {
+			bh_clock_tick(&clk);
+			bq_post(b, 0, round);
+			bq_send(b, 1);
+			bq_wait(&b->r[0]);
+		} else {
+			bq_wait(&b->r[1]);
+			if (i + 1 < total)
+				bq_post(b, 1, round + 1);
+			bq_send(b, 0);
+		}
+	}
+	if (me == 0)
+		b->ns = bh_clock_end(&clk);
+	return NULL;
+}
+
+static void *bq_a(void *p)
+{
+	return bq_side(p, 0);
+}
+
+static void *bq_b(void *p)
+{
+	return bq_side(p, 1);
+}
+
+double bh_bare_queue_rtt(long iters, long warmup)
+{
+	bq_t *b = aligned_alloc(BH_CACHELINE, sizeof(*b));
+	memset(b, 0, sizeof(*b));
+	b->total = warmup + bh_clock_init(&b->clk, iters, warmup);
+	/* Both sides set up: B's first post must not race A's first send. */
+	pthread_barrier_init(&b->start, NULL, 2);
+	run_pair(bq_a, bq_b, b);
+	pthread_barrier_destroy(&b->start);
+	double ns = b->ns;
+	free(b);
+	return ns;
+}
+
 /* Wake test, waker: wait until B sleeps, then stamp, store and wake. */
 static void *wake_a(void *p)
 {

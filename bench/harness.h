@@ -166,6 +166,19 @@ double bh_bare_spin_rtt(bh_spin_layout_t layout, long iters, long warmup);
 double bh_bare_futex_rtt(long iters, long warmup);
 
 /*
+ * The cache-line traffic of pcor's same-process path with none of its
+ * software: each thread has a queue line (lock word, list head) and a
+ * request line (the posted receive's pattern, buffer, link and completion
+ * word).  A side posts its next receive (write its request line, lock its
+ * queue, link it, unlock), then sends: locks the peer's queue, takes the
+ * posted request, copies 8 bytes into its buffer, completes it, unlocks;
+ * then spins on its own request.  The same prefetches as pcor.  What this
+ * costs over bh_bare_spin_rtt is the design; what pcor costs over this is
+ * its code.
+ */
+double bh_bare_queue_rtt(long iters, long warmup);
+
+/*
  * One-way latency of waking a thread that sleeps in FUTEX_WAIT on an
  * otherwise idle CPU: the waker stores and calls FUTEX_WAKE, the woken
  * thread stamps the time it runs.  Median over iters wake-ups, in ns;

@@ -329,21 +329,25 @@ static void targets(bh_opts_t *o, bool spin, const char *wait, int npairs,
 	double *c8 = calloc((size_t)npairs, sizeof(double));
 	double *sh = calloc((size_t)npairs, sizeof(double));
 	double *ln = calloc((size_t)npairs, sizeof(double));
+	double *bq = calloc((size_t)npairs, sizeof(double));
 	double *fx = calloc((size_t)npairs, sizeof(double));
 	double *c1m = calloc((size_t)npairs, sizeof(double));
 	double *m1m = calloc((size_t)npairs, sizeof(double));
-	if (!c8 || !sh || !ln || !fx || !c1m || !m1m)
+	if (!c8 || !sh || !ln || !bq || !fx || !c1m || !m1m)
 		die("calloc", PCOR_ERR_NOMEM);
 	const long wu = iters / 10, it1m = bh_iters_for(o, mib, iters / 2);
 	for (int b = 0; b < npairs; b++) {
 		if (spin) {
 			double s0 = bh_bare_spin_rtt(BH_SPIN_SHARED, iters, wu);
 			double l0 = bh_bare_spin_rtt(BH_SPIN_LINE, iters, wu);
+			double q0 = bh_bare_queue_rtt(iters, wu);
 			c8[b] = measure(V_COPY, 8, iters, wu);
+			double q1 = bh_bare_queue_rtt(iters, wu);
 			double s1 = bh_bare_spin_rtt(BH_SPIN_SHARED, iters, wu);
 			double l1 = bh_bare_spin_rtt(BH_SPIN_LINE, iters, wu);
 			sh[b] = bracket(s0, s1, SIBLINGS_NS);
 			ln[b] = bracket(l0, l1, SIBLINGS_NS);
+			bq[b] = bracket(q0, q1, SIBLINGS_NS);
 		} else {
 			double f0 = bh_bare_futex_rtt(iters, wu);
 			c8[b] = measure(V_COPY, 8, iters, wu);
@@ -364,6 +368,16 @@ static void targets(bh_opts_t *o, bool spin, const char *wait, int npairs,
 			     npairs, "ns", 2.5, true,
 			     "8 B copy RTT (spin) / bare spin RTT, a line per "
 			     "direction");
+		/* Where the rest goes: pcor's lines without pcor's code. */
+		bh_ratio_row(
+		    o, "rtt8-copy/bare-queue", wait, 8, 2, c8, bq, npairs, "ns",
+		    0, true,
+		    "8 B copy RTT (spin) / the same line traffic, bare");
+		bh_ratio_row(
+		    o, "bare-queue/bare-spin-line", wait, 8, 2, bq, ln, npairs,
+		    "ns", 0, true,
+		    "pcor's line traffic, bare / bare spin RTT, a line "
+		    "per direction");
 	} else {
 		bh_ratio_row(o, "rtt8-copy/bare-futex", wait, 8, 2, c8, fx,
 			     npairs, "ns", 1.3, true,
@@ -375,6 +389,7 @@ static void targets(bh_opts_t *o, bool spin, const char *wait, int npairs,
 	free(c8);
 	free(sh);
 	free(ln);
+	free(bq);
 	free(fx);
 	free(c1m);
 	free(m1m);
@@ -396,12 +411,13 @@ static int run_mode(bh_opts_t *o, const char *wait, const char *variants,
 	/* [rep], [size][rep], [variant][size][rep] */
 	double *b_sh = calloc((size_t)R, sizeof(double));
 	double *b_ln = calloc((size_t)R, sizeof(double));
+	double *b_bq = calloc((size_t)R, sizeof(double));
 	double *b_fx = calloc((size_t)R, sizeof(double));
 	double *mc = calloc((size_t)(S * R), sizeof(double));
 	double *rtt = calloc((size_t)(NVARIANT * S * R), sizeof(double));
 	double *tmp = calloc((size_t)R, sizeof(double));
 	double *tmp2 = calloc((size_t)R, sizeof(double));
-	if (!b_sh || !b_ln || !b_fx || !mc || !rtt || !tmp || !tmp2)
+	if (!b_sh || !b_ln || !b_bq || !b_fx || !mc || !rtt || !tmp || !tmp2)
 		die("calloc", PCOR_ERR_NOMEM);
 #define RTT(v, s, r) rtt[((v)*S + (s)) * R + (r)]
 
@@ -416,6 +432,7 @@ static int run_mode(bh_opts_t *o, const char *wait, const char *variants,
 						   o->iters * 10, o->warmup);
 			b_ln[r] = bh_bare_spin_rtt(BH_SPIN_LINE, o->iters * 10,
 						   o->warmup);
+			b_bq[r] = bh_bare_queue_rtt(o->iters, o->warmup);
 		} else {
 			b_fx[r] = bh_bare_futex_rtt(o->iters, o->warmup);
 		}
@@ -437,6 +454,9 @@ static int run_mode(bh_opts_t *o, const char *wait, const char *variants,
 		memcpy(tmp, b_ln, sizeof(double) * (size_t)R);
 		bh_csv_row(o, "rtt", "bare-spin-line", wait, 0, 2,
 			   o->iters * 10, tmp, R, "ns", "");
+		memcpy(tmp, b_bq, sizeof(double) * (size_t)R);
+		bh_csv_row(o, "rtt", "bare-queue", wait, 8, 2, o->iters, tmp, R,
+			   "ns", "");
 	} else {
 		memcpy(tmp, b_fx, sizeof(double) * (size_t)R);
 		bh_csv_row(o, "rtt", "bare-futex", wait, 0, 2, o->iters, tmp, R,
@@ -466,6 +486,7 @@ static int run_mode(bh_opts_t *o, const char *wait, const char *variants,
 #undef RTT
 	free(b_sh);
 	free(b_ln);
+	free(b_bq);
 	free(b_fx);
 	free(mc);
 	free(rtt);
