@@ -14,8 +14,10 @@ pcori_rt_t pcori_rt;
 static void on_member(int pid, pcori_member_event_t ev, void *ctx)
 {
 	(void)ctx;
-	if (ev == PCORI_EV_EXIT || ev == PCORI_EV_FAILURE)
+	if (ev == PCORI_EV_FAILURE)
 		pcori_peer_lost(pid);
+	else if (ev == PCORI_EV_EXIT)
+		pcori_peer_leaving(pid);
 }
 
 PCOR_API int pcor_init(int *argc, char ***argv)

@@ -270,6 +270,9 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(RNDV, rndv, STRING, "read", 0, 0,                                    \
 	  "rendezvous data movement: read (remote read where the provider "    \
 	  "can) or stream (windows of fragments)")                             \
+	X(RTO_MS, rto_ms, INT, "200", 1, 600000,                               \
+	  "a message unacknowledged this long is sent again (doubling up to "  \
+	  "25x); guards against fabrics that lose or corrupt a message")       \
 	X(SPIN_NS, spin_ns, INT, "20000", 0, 10000000000LL,                    \
 	  "how long a blocking wait spins before it sleeps (ns)")              \
 	X(UNEXP_BYTES, unexp_bytes, SIZE, "1g", 0, (1LL << 46),                \

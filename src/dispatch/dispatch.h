@@ -136,7 +136,7 @@ typedef enum pcori_dispatch_mode {
 /* Counters of one port; read by tests and pcor_info. */
 typedef struct pcori_port_stats {
 	_Atomic uint64_t rx, tx, bad_hdr, nack_sent, nack_rcvd, retx, dup,
-		eagain, rma_reads;
+		eagain, rma_reads, held;
 } pcori_port_stats_t;
 
 struct pcori_port {
@@ -211,6 +211,13 @@ struct pcori_txstream {
 	pcori_list_t orphans;  /* failed, still owed fabric completions */
 	uint64_t resume_ns;    /* after a NACK: retransmit from then */
 	uint32_t backoff_us;
+	/*
+	 * After a NACK only the refused message goes again; the rest follow
+	 * once it is acknowledged (no storm of resends into a full pool).
+	 */
+	bool probing;
+	uint64_t rto_ns;       /* oldest unacknowledged goes again then */
+	uint32_t rto_shift;    /* consecutive timeouts (backoff) */
 	pcori_list_t timer_link; /* in pcori_net.timers while waiting */
 };
 
@@ -227,6 +234,10 @@ typedef struct pcori_rxstream {
 	size_t size;
 	pcori_reasm_t reasm;
 	pcori_list_t ack_link;  /* in the peer's ack list */
+	bool refused;           /* NACKed expected: later frames are dropped */
+	pcori_list_t held;      /* frames that came ahead of their turn */
+	uint32_t nheld;
+	uint32_t gap_nacked;    /* seq + 1 of the gap last asked for; 0: none */
 } pcori_rxstream_t;
 
 /*
@@ -275,6 +286,8 @@ struct pcori_peer {
 	pcori_rxstream_t **rx;   /* by peer thid, made on demand */
 	pcori_rndv_t *rndv;      /* receives being pulled from this peer */
 	pcori_list_t acks;       /* rx streams with an ack to send */
+	/* Left normally: lost at this time unless its BYE came first. */
+	_Atomic uint64_t leave_ns;
 };
 
 /* Inter-process state of this process. */
@@ -304,6 +317,12 @@ typedef struct pcori_net {
 	/* Rendezvous whose reads wait for room in a send queue. */
 	pcori_list_t readq;       /* guarded by timer_lock */
 	_Atomic int nreadq;
+	_Atomic int nleaving; /* peers with leave_ns set */
+	/*
+	 * Rendezvous in flight, either side.  Their data moves only while
+	 * both ends make progress, so dispatchers do not sleep meanwhile.
+	 */
+	_Atomic int busy;
 } pcori_net_t;
 
 extern pcori_net_t pcori_net;
@@ -323,6 +342,16 @@ pcori_peer_t *pcori_peer_get(int pid);
 int pcori_peer_ready(pcori_peer_t *peer);
 /* Membership hook: fail everything that involves a lost peer. */
 void pcori_peer_lost(int pid);
+/*
+ * A peer left through pcor_finalize.  Its last acks may still be on the
+ * fabric, overtaken by the directory's news: it is lost once its BYE
+ * arrives (sent after them), or after a grace period.
+ */
+void pcori_peer_leaving(int pid);
+/* Lose peers whose grace period is over.  Returns how many. */
+int pcori_peers_reap(void);
+/* Tell every peer we talked to that we leave (after our last acks). */
+void pcori_peers_bye(void);
 
 /* Send to another process (arguments validated by the caller). */
 int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
@@ -341,7 +370,10 @@ int pcori_acks_flush(bool force);
 /* Fail every message of a stream / reception from a lost peer. */
 void pcori_txstream_fail(pcori_txstream_t *ts);
 void pcori_rx_fail(pcori_peer_t *peer);
-/* Control messages (remote thread creation). */
+/* Control messages (remote thread creation, leaving). */
+#define PCORI_CTRL_SPAWN 1u
+#define PCORI_CTRL_SPAWNED 2u
+#define PCORI_CTRL_BYE 3u
 void pcori_ctrl_recv(pcori_peer_t *peer, const pcori_wire_hdr_t *h,
 		     const uint8_t *payload);
 int pcori_ctrl_send(pcori_peer_t *peer, uint32_t op, const void *body,

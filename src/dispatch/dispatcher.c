@@ -152,7 +152,10 @@ static void *rx_main(void *arg)
 			idle_since = pcori_now_ns();
 			continue;
 		}
+		/* Not idle while a rendezvous moves: its data needs us. */
 		if (p->mode == PCORI_DISPATCH_POLL ||
+		    atomic_load_explicit(&pcori_net.busy,
+					 memory_order_relaxed) ||
 		    (p->mode == PCORI_DISPATCH_ADAPTIVE &&
 		     pcori_now_ns() - idle_since <
 			     (uint64_t)pcori_net.spin_ns)) {
@@ -314,6 +317,8 @@ void pcori_net_quiesce(void)
 		pcori_drive_end(false);
 	}
 	pcori_acks_flush(true);
+	/* After the acks, on the same paths: peers may now count us gone. */
+	pcori_peers_bye();
 	while (pcori_timers_next() == 0 && pcori_now_ns() < end)
 		pcori_progress();
 	if (left)
@@ -349,7 +354,7 @@ void pcori_net_fini(void)
 		PCORI_INFO(PCORI_SUB_DISPATCH,
 			   "port %d: rx %llu tx %llu bad headers %llu nacks "
 			   "sent %llu received %llu resends %llu duplicates "
-			   "%llu queue full %llu reads %llu",
+			   "%llu held %llu queue full %llu reads %llu",
 			   i, (unsigned long long)st->rx,
 			   (unsigned long long)st->tx,
 			   (unsigned long long)st->bad_hdr,
@@ -357,6 +362,7 @@ void pcori_net_fini(void)
 			   (unsigned long long)st->nack_rcvd,
 			   (unsigned long long)st->retx,
 			   (unsigned long long)st->dup,
+			   (unsigned long long)st->held,
 			   (unsigned long long)st->eagain,
 			   (unsigned long long)st->rma_reads);
 		p->ops->close(p);

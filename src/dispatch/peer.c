@@ -166,6 +166,8 @@ void pcori_peer_lost(int pid)
 	pcori_peer_t *peer = pcori_peer_get(pid);
 	if (!peer)
 		return;
+	if (atomic_exchange(&peer->leave_ns, 0))
+		atomic_fetch_sub(&pcori_net.nleaving, 1);
 	if (atomic_exchange(&peer->state, PCORI_PEER_LOST) == PCORI_PEER_LOST)
 		return;
 	PCORI_INFO(PCORI_SUB_DISPATCH, "peer %d lost: failing what involves it",
@@ -178,6 +180,52 @@ void pcori_peer_lost(int pid)
 	pcori_rx_fail(peer);
 	fail_posted(pid);
 	pcori_spawn_peer_lost(pid);
+}
+
+/* Long enough for anything the leaver sent to have arrived. */
+#define LEAVE_GRACE_NS 2000000000ull
+
+void pcori_peer_leaving(int pid)
+{
+	if (!pcori_net.up)
+		return;
+	pcori_peer_t *peer = pcori_peer_get(pid);
+	if (!peer || atomic_load(&peer->state) == PCORI_PEER_LOST)
+		return;
+	uint64_t zero = 0;
+	if (atomic_compare_exchange_strong(&peer->leave_ns, &zero,
+					   pcori_now_ns() + LEAVE_GRACE_NS))
+		atomic_fetch_add(&pcori_net.nleaving, 1);
+	pcori_dispatch_kick();
+}
+
+int pcori_peers_reap(void)
+{
+	if (!atomic_load_explicit(&pcori_net.nleaving, memory_order_relaxed))
+		return 0;
+	int n = 0, np = atomic_load(&pcori_net.npeers);
+	pcori_peer_t **arr = atomic_load(&pcori_net.peers);
+	uint64_t now = pcori_now_ns();
+	for (int i = 0; i < np; i++) {
+		pcori_peer_t *p = arr[i];
+		uint64_t t = p ? atomic_load(&p->leave_ns) : 0;
+		if (t && t <= now) {
+			pcori_peer_lost(p->pid);
+			n++;
+		}
+	}
+	return n;
+}
+
+void pcori_peers_bye(void)
+{
+	int np = atomic_load(&pcori_net.npeers);
+	pcori_peer_t **arr = atomic_load(&pcori_net.peers);
+	for (int i = 0; i < np; i++) {
+		pcori_peer_t *p = arr[i];
+		if (p && atomic_load(&p->state) == PCORI_PEER_READY)
+			pcori_ctrl_send(p, PCORI_CTRL_BYE, NULL, 0);
+	}
 }
 
 /* Free one peer and what it still holds (finalize: ports are closed). */
@@ -203,6 +251,11 @@ static void peer_free(pcori_peer_t *p)
 		}
 		pcori_rxstream_t *rs = p->rx[t];
 		if (rs) {
+			while (!pcori_list_empty(&rs->held)) {
+				pcori_list_t *n = rs->held.next;
+				pcori_list_remove(n);
+				free(n); /* the link is a held frame's first field */
+			}
 			if (rs->active && rs->req && rs->req->buf &&
 			    rs->req->kind == PCORI_REQ_RECV_DMA)
 				pcori_dma_free(rs->req->buf);

@@ -37,6 +37,7 @@
 #define BACKOFF_MIN_US 100u
 #define BACKOFF_MAX_US 50000u
 #define READ_CHUNK ((size_t)8 << 20)
+#define GAP_HELD 32u          /* frames held behind a gap before asking */
 
 pcori_net_t pcori_net;
 
@@ -263,6 +264,8 @@ static void recv_finish(pcori_req_t *r, const pcori_mkey_t *k, size_t size,
 
 static void txm_free(pcori_txmsg_t *m)
 {
+	if (m->flags & PCORI_TXM_RNDV)
+		atomic_fetch_sub(&pcori_net.busy, 1);
 	pcori_port_t *p = m->ts->peer->port;
 	if (m->reg && p)
 		p->ops->unexpose(p, m->reg);
@@ -408,6 +411,28 @@ posted:
 	return PCOR_OK;
 }
 
+static void timer_list(pcori_txstream_t *ts)
+{
+	pcori_lock(&pcori_net.timer_lock);
+	if (pcori_list_empty(&ts->timer_link)) {
+		pcori_list_push_back(&pcori_net.timers, &ts->timer_link);
+		atomic_fetch_add(&pcori_net.ntimers, 1);
+	}
+	pcori_unlock(&pcori_net.timer_lock);
+}
+
+/* Arm the retransmission timeout for the oldest unacknowledged. */
+static void rto_arm(pcori_txstream_t *ts)
+{
+	PCORI_ASSERT_LOCKED(&ts->lock);
+	uint64_t rto = (uint64_t)pcori_rt.cfg.rto_ms * 1000000u
+		       << PCORI_MIN(ts->rto_shift, 4u);
+	bool listed = ts->rto_ns || ts->resume_ns;
+	ts->rto_ns = pcori_now_ns() + rto;
+	if (!listed)
+		timer_list(ts);
+}
+
 static void timer_arm(pcori_txstream_t *ts, uint64_t when)
 {
 	PCORI_ASSERT_LOCKED(&ts->lock);
@@ -448,7 +473,11 @@ static int flush_waiting(pcori_txstream_t *ts)
 			continue;
 		}
 		pcori_list_push_back(&ts->sent, &m->link);
+		if (!ts->rto_ns)
+			rto_arm(ts);
 		n++;
+		if (ts->probing)
+			break; /* the rest when this one is acknowledged */
 	}
 	return n;
 }
@@ -516,8 +545,10 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 	m->hdrs = (uint8_t *)(m + 1);
 	pcori_list_init(&m->link);
 	pcori_list_init(&m->slink);
-	if (rndv)
+	if (rndv) {
 		m->flags |= PCORI_TXM_RNDV;
+		atomic_fetch_add(&pcori_net.busy, 1);
+	}
 	if (inline_copy) {
 		m->data = m->hdrs + hbytes;
 		memcpy(m->data, buf, len);
@@ -571,6 +602,7 @@ static void ack_upto(pcori_txstream_t *ts, uint32_t upto, pcori_list_t *dead,
 		if (!seq_lt(m->seq, upto))
 			break;
 		m->flags |= PCORI_TXM_ACKED;
+		ts->probing = false; /* the receiver takes messages again */
 		/* sendDMA rendezvous: the buffer is needed until FIN. */
 		bool wait_fin = (m->flags & PCORI_TXM_RNDV) &&
 				!(m->flags & PCORI_TXM_FINNED) &&
@@ -593,6 +625,12 @@ static void ack_upto(pcori_txstream_t *ts, uint32_t upto, pcori_list_t *dead,
 		/* else: provider completions outstanding; tx_done frees */
 	}
 	ts->backoff_us = BACKOFF_MIN_US;
+	/* Progress: the timeout restarts from now, or stops. */
+	ts->rto_shift = 0;
+	if (pcori_list_empty(&ts->sent))
+		ts->rto_ns = 0;
+	else
+		rto_arm(ts);
 }
 
 static void free_list(pcori_list_t *l)
@@ -614,11 +652,16 @@ static void on_ack(pcori_peer_t *peer, int32_t thid, uint32_t upto)
 	deferred_t d = {0};
 	pcori_list_init(&dead);
 	pcori_lock(&ts->lock);
+	bool was_probing = ts->probing;
 	ack_upto(ts, upto, &dead, &d);
+	if (was_probing && !ts->probing && !ts->resume_ns)
+		flush_waiting(ts);
 	pcori_unlock(&ts->lock);
 	run_deferred(&d);
 	free_list(&dead);
 }
+
+static void go_back(pcori_txstream_t *ts, uint32_t seq);
 
 static void on_nack(pcori_port_t *port, pcori_peer_t *peer, int32_t thid,
 		    uint32_t seq)
@@ -629,7 +672,20 @@ static void on_nack(pcori_port_t *port, pcori_peer_t *peer, int32_t thid,
 		return;
 	atomic_fetch_add_explicit(&port->st.nack_rcvd, 1, memory_order_relaxed);
 	pcori_lock(&ts->lock);
-	/* Go back: everything from seq on is resent, in order, later. */
+	go_back(ts, seq);
+	uint64_t when = pcori_now_ns() + (uint64_t)ts->backoff_us * 1000;
+	ts->backoff_us = PCORI_MIN(ts->backoff_us * 2, BACKOFF_MAX_US);
+	ts->probing = true;
+	timer_arm(ts, when);
+	pcori_unlock(&ts->lock);
+}
+
+/*
+ * Go back to seq: every posted message from there on returns to the
+ * front of the waiting list, in order, to be sent again.  Lock held.
+ */
+static void go_back(pcori_txstream_t *ts, uint32_t seq)
+{
 	pcori_list_t back;
 	pcori_list_init(&back);
 	pcori_list_t *pos, *tmp;
@@ -648,11 +704,9 @@ static void on_nack(pcori_port_t *port, pcori_peer_t *peer, int32_t thid,
 		ts->waiting.next->prev = back.prev;
 		ts->waiting.next = back.next;
 		back.next->prev = &ts->waiting;
-		uint64_t when = pcori_now_ns() + (uint64_t)ts->backoff_us * 1000;
-		ts->backoff_us = PCORI_MIN(ts->backoff_us * 2, BACKOFF_MAX_US);
-		timer_arm(ts, when);
 	}
-	pcori_unlock(&ts->lock);
+	if (pcori_list_empty(&ts->sent))
+		ts->rto_ns = 0;
 }
 
 /* Find a rendezvous message of a stream by its cookie.  Lock held. */
@@ -817,6 +871,7 @@ static pcori_rxstream_t *rxstream_of(pcori_peer_t *peer, int thid)
 		return NULL;
 	rs->thid = thid;
 	pcori_list_init(&rs->ack_link);
+	pcori_list_init(&rs->held);
 	peer->rx[thid] = rs;
 	return rs;
 }
@@ -962,32 +1017,135 @@ static int start_message(pcori_peer_t *peer, pcori_rxstream_t *rs,
 	return PCOR_OK;
 }
 
+/* A frame that arrived ahead of its turn, kept until its turn comes. */
+typedef struct held {
+	pcori_list_t link;
+	uint32_t seq;
+	size_t len;
+	uint8_t msg[];
+} held_t;
+
+static void held_free(held_t *f)
+{
+	atomic_fetch_sub_explicit(&pcori_msg.unexp_bytes, (int64_t)f->len,
+				  memory_order_relaxed);
+	free(f);
+}
+
+/* Drop every held frame of a stream.  Lock held. */
+static void held_clear(pcori_rxstream_t *rs)
+{
+	while (!pcori_list_empty(&rs->held)) {
+		held_t *f = PCORI_CONTAINER_OF(rs->held.next, held_t, link);
+		pcori_list_remove(&f->link);
+		held_free(f);
+	}
+	rs->nheld = 0;
+}
+
 static void refuse(pcori_port_t *port, pcori_peer_t *peer,
-		   const pcori_wire_hdr_t *h)
+		   pcori_rxstream_t *rs, const pcori_wire_hdr_t *h)
 {
 	atomic_fetch_add_explicit(&port->st.nack_sent, 1, memory_order_relaxed);
+	/* Everything from here on will be sent again, in order. */
+	rs->refused = true;
+	held_clear(rs);
 	send_ctl(peer, PCORI_W_NACK, h->src_thid, h->seq, 0, 0, NULL);
 }
 
-/* A new message must be the next of its stream. */
-static bool in_sequence(pcori_port_t *port, pcori_peer_t *peer,
-			pcori_rxstream_t *rs, const pcori_wire_hdr_t *h)
+typedef enum order_verdict { ORDER_NOW, ORDER_DUP, ORDER_DROP, ORDER_HOLD } order_verdict_t;
+
+/*
+ * Where a frame stands in its stream: its turn now, seen before, ahead
+ * of its turn (held), or following a refused message (dropped: it will
+ * be sent again).  Fabrics may reorder messages, so being ahead is not
+ * an error.  Lock held.
+ */
+static order_verdict_t in_order(const pcori_rxstream_t *rs,
+				const pcori_wire_hdr_t *h, bool first)
 {
-	if (h->seq == rs->expected && !rs->active)
+	uint32_t cur = rs->expected - 1; /* the message being assembled */
+	if (first) {
+		if (h->seq == rs->expected && !rs->active)
+			return ORDER_NOW;
+		if (seq_lt(h->seq, rs->expected))
+			return ORDER_DUP;
+	} else {
+		if (rs->active && h->seq == cur)
+			return ORDER_NOW;
+		if (seq_lt(h->seq, cur) || (!rs->active && h->seq == cur))
+			return ORDER_DUP;
+	}
+	return rs->refused ? ORDER_DROP : ORDER_HOLD;
+}
+
+/* Keep a copy of a frame ahead of its turn.  Lock held. */
+static void hold(pcori_port_t *port, pcori_peer_t *peer, pcori_rxstream_t *rs,
+		 const pcori_wire_hdr_t *h, const uint8_t *msg, size_t len)
+{
+	int64_t now = atomic_fetch_add_explicit(&pcori_msg.unexp_bytes,
+						(int64_t)len,
+						memory_order_relaxed);
+	held_t *f = now + (int64_t)len <= pcori_msg.unexp_max
+			    ? malloc(sizeof(*f) + len)
+			    : NULL;
+	if (!f) {
+		/* No room: make the sender go back to what we expect. */
+		atomic_fetch_sub_explicit(&pcori_msg.unexp_bytes, (int64_t)len,
+					  memory_order_relaxed);
+		pcori_wire_hdr_t want = *h;
+		want.seq = rs->active ? rs->expected - 1 : rs->expected;
+		refuse(port, peer, rs, &want);
+		return;
+	}
+	f->seq = h->seq;
+	f->len = len;
+	memcpy(f->msg, msg, len);
+	pcori_list_push_back(&rs->held, &f->link);
+	rs->nheld++;
+	atomic_fetch_add_explicit(&port->st.held, 1, memory_order_relaxed);
+	/*
+	 * Many frames behind one gap: the missing one was likely lost by
+	 * the fabric.  Ask for it now rather than at the sender's timeout
+	 * (once per gap; it comes back as a resend, the rest as duplicates).
+	 */
+	uint32_t missing = rs->active ? rs->expected - 1 : rs->expected;
+	if (rs->nheld >= GAP_HELD && rs->gap_nacked != missing + 1) {
+		rs->gap_nacked = missing + 1;
+		atomic_fetch_add_explicit(&port->st.nack_sent, 1,
+					  memory_order_relaxed);
+		send_ctl(peer, PCORI_W_NACK, h->src_thid, missing, 0, 0, NULL);
+	}
+}
+
+/* Sort out a frame by its place in the stream; true: process it now. */
+static bool sequence(pcori_port_t *port, pcori_peer_t *peer,
+		     pcori_rxstream_t *rs, const pcori_wire_hdr_t *h,
+		     bool first, const uint8_t *msg, size_t len)
+{
+	switch (in_order(rs, h, first)) {
+	case ORDER_NOW:
 		return true;
-	if (seq_lt(h->seq, rs->expected)) {
-		/* Seen before (a resend crossed our ack): ack again. */
+	case ORDER_DUP:
+		/* A resend crossed our ack (or a duplicate): ack again. */
 		atomic_fetch_add_explicit(&port->st.dup, 1,
 					  memory_order_relaxed);
-		ack_schedule(peer, rs, true);
+		if (first)
+			ack_schedule(peer, rs, true);
+		return false;
+	case ORDER_HOLD:
+		hold(port, peer, rs, h, msg, len);
+		return false;
+	case ORDER_DROP:
+		return false;
 	}
-	/* Else it follows a refused message: dropped, it will come again. */
 	return false;
 }
 
 static void rx_data(pcori_port_t *port, pcori_peer_t *peer,
-		    const pcori_wire_hdr_t *h, const uint8_t *payload)
+		    const pcori_wire_hdr_t *h, const uint8_t *msg, size_t len)
 {
+	const uint8_t *payload = msg + PCORI_WIRE_HDR_SIZE;
 	deferred_t d = {0};
 	uint32_t ack_thid = 0, ack_upto = 0;
 	bool ack = false;
@@ -997,20 +1155,22 @@ static void rx_data(pcori_port_t *port, pcori_peer_t *peer,
 	pcori_rxstream_t *rs = rxstream_of(peer, h->src_thid);
 	if (!rs)
 		goto out;
+	/* A piggybacked ack holds whatever becomes of the frame. */
+	if (h->frag_idx == 0 && (h->flags & PCORI_WF_HAS_ACK)) {
+		ack = true;
+		ack_thid = (uint32_t)(h->cookie >> 32);
+		ack_upto = (uint32_t)h->cookie;
+	}
+	if (!sequence(port, peer, rs, h, h->frag_idx == 0, msg, len))
+		goto out;
 	if (h->frag_idx == 0) {
-		if (!in_sequence(port, peer, rs, h))
-			goto out;
-		if (h->flags & PCORI_WF_HAS_ACK) {
-			ack = true;
-			ack_thid = (uint32_t)(h->cookie >> 32);
-			ack_upto = (uint32_t)h->cookie;
-		}
 		if (start_message(peer, rs, h, &k, false, NULL, &d)) {
-			refuse(port, peer, h);
+			refuse(port, peer, rs, h);
 			goto out;
 		}
-	} else if (!rs->active || h->seq != rs->expected - 1) {
-		goto out; /* part of a refused message */
+		if (rs->refused) /* the sender waits for this one's ack */
+			ack_schedule(peer, rs, true);
+		rs->refused = false;
 	}
 	pcori_frag_verdict_t v = pcori_reasm_accept(&rs->reasm, h->frag_idx);
 	if (v != PCORI_FRAG_NEW) {
@@ -1062,20 +1222,22 @@ out:
 }
 
 static void rx_rts(pcori_port_t *port, pcori_peer_t *peer,
-		   const pcori_wire_hdr_t *h, const uint8_t *payload)
+		   const pcori_wire_hdr_t *h, const uint8_t *msg, size_t len)
 {
+	const uint8_t *payload = msg + PCORI_WIRE_HDR_SIZE;
 	deferred_t d = {0};
 	pcori_wire_rts_t rts;
 	pcori_wire_rts_decode(payload, &rts);
 	pcori_mkey_t k = {h->src_pid, h->src_thid, h->dst_thid, h->tag, h->ctx};
 	pcori_lock(&peer->rx_lock);
 	pcori_rxstream_t *rs = rxstream_of(peer, h->src_thid);
-	if (rs && in_sequence(port, peer, rs, h)) {
+	if (rs && sequence(port, peer, rs, h, true, msg, len)) {
 		if (start_message(peer, rs, h, &k, true, &rts, &d)) {
-			refuse(port, peer, h);
+			refuse(port, peer, rs, h);
 		} else {
 			rs->unacked++;
-			ack_schedule(peer, rs, false);
+			ack_schedule(peer, rs, rs->refused);
+			rs->refused = false;
 		}
 	}
 	pcori_unlock(&peer->rx_lock);
@@ -1086,8 +1248,10 @@ static void rx_rts(pcori_port_t *port, pcori_peer_t *peer,
 
 static void rndv_unref(pcori_rndv_t *v)
 {
-	if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) == 1)
+	if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) == 1) {
+		atomic_fetch_sub(&pcori_net.busy, 1);
 		free(v);
+	}
 }
 
 /* Complete the receive once (FIN to the sender on success). */
@@ -1145,6 +1309,7 @@ static pcori_rndv_t *rndv_new(pcori_req_t *r, pcori_peer_t *peer,
 	pcori_reasm_init(&v->reasm, nfrags);
 	pcori_list_init(&v->qlink);
 	atomic_init(&v->refs, 1);
+	atomic_fetch_add(&pcori_net.busy, 1);
 	return v;
 }
 
@@ -1295,6 +1460,49 @@ static void rx_stream(pcori_port_t *port, pcori_peer_t *peer,
 
 /* ---------------------------------------------------------- arrivals */
 
+/* Feed held frames whose turn has come, in order. */
+static void replay(pcori_port_t *port, pcori_peer_t *peer, int32_t thid)
+{
+	for (;;) {
+		held_t *take = NULL;
+		pcori_wire_hdr_t h;
+		pcori_lock(&peer->rx_lock);
+		pcori_rxstream_t *rs = peer->rx[thid];
+		pcori_list_t *pos;
+		if (rs)
+			pcori_list_foreach(pos, &rs->held)
+			{
+				held_t *f = PCORI_CONTAINER_OF(pos, held_t,
+							       link);
+				if (f->seq != rs->expected &&
+				    f->seq != rs->expected - 1)
+					continue;
+				pcori_wire_limits_t lim = pcori_net.lim;
+				lim.nprocs = pcori_rt.nprocs;
+				if (pcori_wire_decode(f->msg, f->len, &lim,
+						      &h) != PCORI_WE_OK)
+					continue;
+				if (in_order(rs, &h,
+					     h.type == PCORI_W_RTS ||
+						     h.frag_idx == 0) ==
+				    ORDER_NOW) {
+					pcori_list_remove(pos);
+					rs->nheld--;
+					take = f;
+					break;
+				}
+			}
+		pcori_unlock(&peer->rx_lock);
+		if (!take)
+			return;
+		if (h.type == PCORI_W_RTS)
+			rx_rts(port, peer, &h, take->msg, take->len);
+		else
+			rx_data(port, peer, &h, take->msg, take->len);
+		held_free(take);
+	}
+}
+
 void pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 {
 	pcori_wire_hdr_t h;
@@ -1325,13 +1533,16 @@ void pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 	const uint8_t *payload = (const uint8_t *)msg + PCORI_WIRE_HDR_SIZE;
 	switch (h.type) {
 	case PCORI_W_DATA:
-		if (h.flags & PCORI_WF_RNDV)
+		if (h.flags & PCORI_WF_RNDV) {
 			rx_stream(port, peer, &h, payload);
-		else
-			rx_data(port, peer, &h, payload);
+		} else {
+			rx_data(port, peer, &h, msg, len);
+			replay(port, peer, h.src_thid);
+		}
 		break;
 	case PCORI_W_RTS:
-		rx_rts(port, peer, &h, payload);
+		rx_rts(port, peer, &h, msg, len);
+		replay(port, peer, h.src_thid);
 		break;
 	case PCORI_W_ACK:
 		on_ack(peer, h.dst_thid, h.seq);
@@ -1384,7 +1595,7 @@ static int readq_run(void)
 /* Resend what waits for its time.  Returns messages posted. */
 int pcori_timers_run(void)
 {
-	int n = readq_run() + ctlq_run();
+	int n = readq_run() + ctlq_run() + pcori_peers_reap();
 	if (!atomic_load_explicit(&pcori_net.ntimers, memory_order_relaxed))
 		return n;
 	uint64_t now = pcori_now_ns();
@@ -1396,7 +1607,9 @@ int pcori_timers_run(void)
 	{
 		pcori_txstream_t *ts = PCORI_CONTAINER_OF(pos, pcori_txstream_t,
 							  timer_link);
-		if (ts->resume_ns <= now) {
+		if ((ts->resume_ns && ts->resume_ns <= now) ||
+		    (ts->rto_ns && ts->rto_ns <= now) ||
+		    (!ts->resume_ns && !ts->rto_ns)) {
 			pcori_list_remove(pos);
 			atomic_fetch_sub(&pcori_net.ntimers, 1);
 			pcori_list_push_back(&due, pos);
@@ -1409,17 +1622,35 @@ int pcori_timers_run(void)
 							  timer_link);
 		pcori_list_remove(&ts->timer_link);
 		pcori_lock(&ts->lock);
-		ts->resume_ns = 0;
-		if (!pcori_list_empty(&ts->waiting))
+		if (ts->rto_ns && ts->rto_ns <= now &&
+		    !pcori_list_empty(&ts->sent)) {
+			/* No ack for too long: the fabric may have lost one. */
+			pcori_txmsg_t *m = PCORI_CONTAINER_OF(
+				ts->sent.next, pcori_txmsg_t, link);
+			PCORI_INFO(PCORI_SUB_DISPATCH,
+				   "peer %d: no ack for seq %u: sending again",
+				   ts->peer->pid, m->seq);
+			go_back(ts, m->seq);
+			ts->probing = true;
+			ts->rto_shift++;
+			ts->resume_ns = 0;
+		}
+		if (ts->resume_ns <= now)
+			ts->resume_ns = 0;
+		if (!pcori_list_empty(&ts->waiting) && !ts->resume_ns)
 			atomic_fetch_add_explicit(&ts->peer->port->st.retx, 1,
 						  memory_order_relaxed);
-		n += flush_waiting(ts);
+		if (!ts->resume_ns)
+			n += flush_waiting(ts);
 		while (!pcori_list_empty(&ts->streaming) && !ts->resume_ns) {
 			pcori_txmsg_t *m = PCORI_CONTAINER_OF(
 				ts->streaming.next, pcori_txmsg_t, slink);
 			stream_post(m);
 			n++;
 		}
+		/* Still waiting for something: stay on the list. */
+		if (ts->resume_ns || ts->rto_ns)
+			timer_list(ts);
 		pcori_unlock(&ts->lock);
 	}
 	return n;
@@ -1429,6 +1660,8 @@ int64_t pcori_timers_next(void)
 {
 	if (atomic_load(&pcori_net.nreadq) || atomic_load(&ctlq.n))
 		return 0;
+	if (atomic_load(&pcori_net.nleaving))
+		return 10000000; /* look again in 10 ms */
 	if (!atomic_load(&pcori_net.ntimers))
 		return -1;
 	int64_t best = INT64_MAX;
@@ -1439,9 +1672,10 @@ int64_t pcori_timers_next(void)
 	{
 		pcori_txstream_t *ts = PCORI_CONTAINER_OF(pos, pcori_txstream_t,
 							  timer_link);
-		int64_t left = ts->resume_ns > now
-				       ? (int64_t)(ts->resume_ns - now)
-				       : 0;
+		uint64_t at = ts->resume_ns && ts->rto_ns
+				      ? PCORI_MIN(ts->resume_ns, ts->rto_ns)
+				      : ts->resume_ns | ts->rto_ns;
+		int64_t left = at > now ? (int64_t)(at - now) : 0;
 		best = PCORI_MIN(best, left);
 	}
 	pcori_unlock(&pcori_net.timer_lock);
@@ -1500,7 +1734,10 @@ void pcori_rx_fail(pcori_peer_t *peer)
 	pcori_lock(&peer->rx_lock);
 	for (int t = 0; t < pcori_rt.max_threads; t++) {
 		pcori_rxstream_t *rs = peer->rx ? peer->rx[t] : NULL;
-		if (!rs || !rs->active)
+		if (!rs)
+			continue;
+		held_clear(rs);
+		if (!rs->active)
 			continue;
 		rs->active = false;
 		if (n == cap) {
