@@ -218,7 +218,7 @@ static pthread_barrier_t cap_bar;
 static void *busy(void *arg)
 {
 	(void)arg;
-	/* Use a few handles and keep running (and whatever it caches). */
+	/* Use a few handles, then keep running with its cache of free slots. */
 	int self = pcor_self_thid();
 	for (int i = 0; i < 3; i++) {
 		char b[4];
