@@ -377,6 +377,14 @@ static inline pcori_route_t *pcori_peer_route(pcori_peer_t *peer)
 	return atomic_load_explicit(&peer->route, memory_order_acquire);
 }
 
+/*
+ * Slot i of the peer array: filled once under peers_lock, read without
+ * it, so both sides go through atomics.
+ */
+static inline pcori_peer_t *pcori_peer_slot(pcori_peer_t **arr, int i)
+{
+	return __atomic_load_n(&arr[i], __ATOMIC_ACQUIRE);
+}
 /* The peer object of pid, made on first use; NULL if pid is invalid. */
 pcori_peer_t *pcori_peer_get(int pid);
 /* Make sure peer has a route; PCOR_OK, ERR_PEER_LOST, ERR_UNREACHABLE. */

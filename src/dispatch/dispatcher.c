@@ -280,7 +280,7 @@ static size_t unsettled(void)
 	int np = atomic_load(&pcori_net.npeers);
 	pcori_peer_t **peers = atomic_load(&pcori_net.peers);
 	for (int i = 0; i < np; i++) {
-		pcori_peer_t *p = peers[i];
+		pcori_peer_t *p = pcori_peer_slot(peers, i);
 		if (!p || atomic_load(&p->state) == PCORI_PEER_LOST)
 			continue;
 		for (int t = 0; t < pcori_rt.max_threads; t++) {

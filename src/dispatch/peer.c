@@ -43,8 +43,9 @@ pcori_peer_t *pcori_peer_get(int pid)
 	int n = atomic_load_explicit(&pcori_net.npeers, memory_order_acquire);
 	pcori_peer_t **arr = atomic_load_explicit(&pcori_net.peers,
 						  memory_order_acquire);
-	if (PCORI_LIKELY(pid < n && arr[pid]))
-		return arr[pid];
+	pcori_peer_t *known = pid < n ? pcori_peer_slot(arr, pid) : NULL;
+	if (PCORI_LIKELY(known))
+		return known;
 
 	pcori_lock(&pcori_net.peers_lock);
 	n = atomic_load(&pcori_net.npeers);
@@ -72,9 +73,11 @@ pcori_peer_t *pcori_peer_get(int pid)
 				      memory_order_release);
 		arr = bigger;
 	}
-	if (!arr[pid])
-		arr[pid] = peer_new(pid);
 	pcori_peer_t *p = arr[pid];
+	if (!p) {
+		p = peer_new(pid);
+		__atomic_store_n(&arr[pid], p, __ATOMIC_RELEASE);
+	}
 	pcori_unlock(&pcori_net.peers_lock);
 	return p;
 }
@@ -338,7 +341,7 @@ int pcori_routes_rebuild(void)
 	int np = atomic_load(&pcori_net.npeers);
 	pcori_peer_t **arr = atomic_load(&pcori_net.peers);
 	for (int i = 0; i < np; i++) {
-		pcori_peer_t *p = arr[i];
+		pcori_peer_t *p = pcori_peer_slot(arr, i);
 		if (!p || atomic_load(&p->state) != PCORI_PEER_READY)
 			continue;
 		/* Direct peers first, so indirect ones find their hop ready. */
@@ -348,7 +351,7 @@ int pcori_routes_rebuild(void)
 		reroute(p);
 	}
 	for (int i = 0; i < np; i++) {
-		pcori_peer_t *p = arr[i];
+		pcori_peer_t *p = pcori_peer_slot(arr, i);
 		if (!p || atomic_load(&p->state) != PCORI_PEER_READY)
 			continue;
 		pcori_route_t *r = pcori_peer_route(p);
@@ -459,7 +462,7 @@ int pcori_peers_reap(void)
 	pcori_peer_t **arr = atomic_load(&pcori_net.peers);
 	uint64_t now = pcori_now_ns();
 	for (int i = 0; i < np; i++) {
-		pcori_peer_t *p = arr[i];
+		pcori_peer_t *p = pcori_peer_slot(arr, i);
 		uint64_t t = p ? atomic_load(&p->leave_ns) : 0;
 		if (t && t <= now) {
 			pcori_peer_lost(p->pid);
@@ -474,7 +477,7 @@ void pcori_peers_bye(void)
 	int np = atomic_load(&pcori_net.npeers);
 	pcori_peer_t **arr = atomic_load(&pcori_net.peers);
 	for (int i = 0; i < np; i++) {
-		pcori_peer_t *p = arr[i];
+		pcori_peer_t *p = pcori_peer_slot(arr, i);
 		if (p && atomic_load(&p->state) == PCORI_PEER_READY &&
 		    pcori_peer_route(p))
 			pcori_ctrl_send(p, PCORI_CTRL_BYE, NULL, 0);

@@ -980,9 +980,11 @@ int pcori_acks_flush(bool force)
 	uint64_t now = pcori_now_ns();
 	int n = 0, np = atomic_load(&pcori_net.npeers);
 	pcori_peer_t **peers = atomic_load(&pcori_net.peers);
-	for (int i = 0; i < np; i++)
-		if (peers[i] && !pcori_list_empty(&peers[i]->acks))
-			n += acks_flush_peer(peers[i], now, force);
+	for (int i = 0; i < np; i++) {
+		pcori_peer_t *p = pcori_peer_slot(peers, i);
+		if (p && !pcori_list_empty(&p->acks))
+			n += acks_flush_peer(p, now, force);
+	}
 	return n;
 }
 
