@@ -114,6 +114,15 @@ void pcori_msg_thread_gone(int thid)
 	}
 }
 
+/* Copy what fits of a message into copy receive r: its status. */
+static inline int copy_in(pcori_req_t *r, const void *data, size_t len)
+{
+	size_t n = len < r->len ? len : r->len;
+	if (n)
+		memcpy(r->buf, data, n);
+	return n < len ? PCOR_ERR_TRUNCATE : PCOR_OK;
+}
+
 void pcori_deliver(pcori_req_t *r, const pcori_mkey_t *k, const void *data,
 		   size_t len, void *own_dma)
 {
@@ -123,13 +132,7 @@ void pcori_deliver(pcori_req_t *r, const pcori_mkey_t *k, const void *data,
 	r->info.tag = k->tag;
 	r->info.size = len;
 	if (r->kind == PCORI_REQ_RECV_COPY) {
-		size_t n = len;
-		if (n > r->len) {
-			n = r->len;
-			st = PCOR_ERR_TRUNCATE;
-		}
-		if (n)
-			memcpy(r->buf, data, n);
+		st = copy_in(r, data, len);
 		if (own_dma)
 			pcori_dma_free(own_dma);
 	} else {
@@ -162,14 +165,7 @@ void pcori_deliver(pcori_req_t *r, const pcori_mkey_t *k, const void *data,
 static bool deliver_short(pcori_req_t *r, const pcori_mkey_t *k,
 			  const void *data, size_t len)
 {
-	int st = PCOR_OK;
-	size_t n = len;
-	if (n > r->len) {
-		n = r->len;
-		st = PCOR_ERR_TRUNCATE;
-	}
-	if (n)
-		memcpy(r->buf, data, n);
+	int st = copy_in(r, data, len);
 	r->info.pid = k->src_pid;
 	r->info.thid = k->src_thid;
 	r->info.tag = k->tag;

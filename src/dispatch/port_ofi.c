@@ -130,11 +130,8 @@ static void repost_rx(ofi_port_t *p)
 	for (int i = 0; i < nbuf; i++)
 		if (!p->rx[i].posted)
 			post_rx(p, &p->rx[i]);
-	if (p->unposted && p->multi_recv && !p->rescue.posted) {
-		p->unposted++;
+	if (p->unposted && p->multi_recv && !p->rescue.posted)
 		post_rx(p, &p->rescue);
-		p->unposted--;
-	}
 }
 static int ofi_insert_addr(pcori_port_t *bp, const pcori_port_info_t *peer,
 			   uint64_t *dest_p)

@@ -66,6 +66,22 @@ static void await_local(void)
 	recv_wait(me, PCOR_ANY_THID, TAG_NOTE, NULL, 0);
 }
 
+/*
+ * pid 1's side of a large transfer: n bytes of DMA memory (the first
+ * filled bytes patterned with seed) go to pid 0 once it says it is
+ * ready.  Returns the buffer; the send is *h_p.
+ */
+static void *big_send_start(size_t n, size_t filled, uint64_t seed,
+			    pcor_handle_t *h_p)
+{
+	void *d;
+	CHECK_OK(pcor_dma_alloc(n, &d));
+	th_fill(d, filled, seed);
+	await(0, TAG_READY);
+	CHECK_OK(pcor_send_dma(0, 0, TAG_DATA, d, n, 0, h_p));
+	return d;
+}
+
 enum how { COPY, DMA, HANDOVER };
 
 /*
@@ -218,12 +234,8 @@ static int run_sizes(size_t max)
 	if (max >= 64 * MiB) {
 		size_t big = 256 * MiB;
 		if (me == 1) {
-			void *d;
 			pcor_handle_t h;
-			CHECK_OK(pcor_dma_alloc(big, &d));
-			th_fill(d, big, 77);
-			await(0, TAG_READY);
-			CHECK_OK(pcor_send_dma(0, 0, TAG_DATA, d, big, 0, &h));
+			void *d = big_send_start(big, big, 77, &h);
 			CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
 			CHECK_OK(pcor_dma_free(d));
 		} else {
@@ -430,12 +442,8 @@ static int run_kill(void)
 {
 	size_t big = 256 * MiB;
 	if (me == 1) {
-		void *d;
 		pcor_handle_t h;
-		CHECK_OK(pcor_dma_alloc(big, &d));
-		th_fill(d, MiB, 5);
-		await(0, TAG_READY);
-		CHECK_OK(pcor_send_dma(0, 0, TAG_DATA, d, big, 0, &h));
+		big_send_start(big, MiB, 5, &h);
 		/* Die with the transfer under way (pid 0 asked for it). */
 		await(0, TAG_NOTE);
 		kill(getpid(), SIGKILL);
