@@ -131,11 +131,7 @@ static int table_build(void)
 	pcori_member_t **m;
 	int n;
 	int rc = pcori_members_snapshot(&m, &n);
-	/*
-	 * A partial view cannot prove a peer unreachable: peers keep their
-	 * routes until a complete one says otherwise.
-	 */
-	if (rc)
+	if (rc && rc != PCOR_INPROGRESS)
 		return rc;
 	bool incomplete = rc == PCOR_INPROGRESS;
 	pcori_route_entry_t *tab = calloc((size_t)n, sizeof(*tab));

@@ -249,6 +249,7 @@ static void handle_error(ofi_port_t *p)
 		}
 		break;
 	case PCORI_CTX_TX:
+	case PCORI_CTX_TXCTL:
 		PCORI_INFO(PCORI_SUB_DISPATCH, "port %d: send error: %s",
 			   p->base.index, fi_strerror(e.err));
 		pcori_port_tx_done(&p->base, ctx, PCOR_ERR_FABRIC);
@@ -302,6 +303,7 @@ static int ofi_progress(pcori_port_t *bp, int timeout_ms)
 			break;
 		}
 		case PCORI_CTX_TX:
+		case PCORI_CTX_TXCTL: /* the protocol frees these */
 			pcori_port_tx_done(bp, ctx, PCOR_OK);
 			break;
 		case PCORI_CTX_READ:

@@ -581,8 +581,11 @@ static int run_badhdr(void)
 			CHECK(ctx);
 			ctx->kind = PCORI_CTX_TXCTL;
 			int rc = PCOR_ERR_AGAIN;
+			/* A full queue drains only as the port progresses. */
 			for (int t = 0; t < 100000 && rc == PCOR_ERR_AGAIN; t++)
-				rc = p->ops->sendv(p, rt->dest, &iov, 1, ctx);
+				if ((rc = p->ops->sendv(p, rt->dest, &iov, 1,
+							ctx)) == PCOR_ERR_AGAIN)
+					pcori_progress();
 			CHECK_OK(rc);
 			sent++;
 		}
