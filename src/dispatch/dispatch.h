@@ -278,6 +278,7 @@ typedef struct pcori_rndv {
 	bool readable;          /* pulled by reads (else streamed) */
 	pcori_reasm_t reasm;    /* streaming windows */
 	pcori_list_t qlink;     /* waiting to issue reads (queue full) */
+	pcori_list_t alive;     /* in pcori_net.rndvs until freed */
 } pcori_rndv_t;
 
 /*
@@ -344,6 +345,7 @@ typedef struct pcori_net {
 	_Atomic int acks_pending; /* rx streams with an ack to send */
 	/* Rendezvous whose reads wait for room in a send queue. */
 	pcori_list_t readq;       /* guarded by timer_lock */
+	pcori_list_t rndvs;       /* every live rendezvous; timer_lock */
 	_Atomic int nreadq;
 	_Atomic int nleaving; /* peers with leave_ns set */
 	/*
@@ -422,6 +424,11 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 
 /* A claimed rendezvous MCB: start pulling its data into receive r. */
 void pcori_rndv_start(pcori_req_t *r, pcori_mcb_t *m);
+/*
+ * Free rendezvous still held by reads that will never complete (their
+ * source died).  Finalize, once the ports are closed.
+ */
+void pcori_rndv_reap(void);
 
 /* Protocol housekeeping run by whoever makes progress. */
 int pcori_timers_run(void);

@@ -230,6 +230,7 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 	pcori_lock_init(&n->routes_lock);
 	pcori_list_init(&n->timers);
 	pcori_list_init(&n->readq);
+	pcori_list_init(&n->rndvs);
 
 	char list[sizeof(cfg->providers)];
 	snprintf(list, sizeof(list), "%s", cfg->providers);
@@ -377,5 +378,6 @@ void pcori_net_fini(void)
 			   (unsigned long long)st->fwd_drop);
 		p->ops->close(p);
 	}
+	pcori_rndv_reap();
 	memset(&pcori_net, 0, sizeof(pcori_net));
 }

@@ -267,7 +267,8 @@ static void mcb_prepare(pcori_mcb_t *m, const pcori_mkey_t *k,
 			m->sreq = s;
 		}
 	} else if (len <= PCORI_MCB_INLINE) {
-		memcpy(m->inl, buf, len);
+		if (len) /* a zero-byte message may come with no buffer */
+			memcpy(m->inl, buf, len);
 		m->flags = PCORI_MCB_INLINE_DATA;
 	} else {
 		m->flags = PCORI_MCB_DMA_DATA; /* data filled by the caller */

@@ -410,7 +410,9 @@ static int txm_post(pcori_txmsg_t *m)
 			uint8_t tmp[PCORI_WIRE_HDR_SIZE + 256];
 			if (flen <= 256) {
 				memcpy(tmp, hb, PCORI_WIRE_HDR_SIZE);
-				memcpy(tmp + PCORI_WIRE_HDR_SIZE, src, flen);
+				if (flen) /* a zero-byte DMA send has no data */
+					memcpy(tmp + PCORI_WIRE_HDR_SIZE, src,
+					       flen);
 				rc = p->ops->inject(p, rt->dest, tmp,
 						    PCORI_WIRE_HDR_SIZE + flen);
 				goto posted;
@@ -1315,8 +1317,20 @@ static void rx_rts(pcori_port_t *port, pcori_peer_t *peer,
 static void rndv_unref(pcori_rndv_t *v)
 {
 	if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) == 1) {
+		pcori_lock(&pcori_net.timer_lock);
+		pcori_list_remove(&v->alive);
+		pcori_unlock(&pcori_net.timer_lock);
 		atomic_fetch_sub(&v->port->busy, 1);
 		free(v);
+	}
+}
+
+void pcori_rndv_reap(void)
+{
+	while (!pcori_list_empty(&pcori_net.rndvs)) {
+		pcori_list_t *n = pcori_net.rndvs.next;
+		pcori_list_remove(n);
+		free(PCORI_CONTAINER_OF(n, pcori_rndv_t, alive));
 	}
 }
 
@@ -1382,6 +1396,9 @@ static pcori_rndv_t *rndv_new(pcori_req_t *r, pcori_peer_t *peer,
 	pcori_list_init(&v->qlink);
 	atomic_init(&v->refs, 1);
 	atomic_fetch_add(&v->port->busy, 1);
+	pcori_lock(&pcori_net.timer_lock);
+	pcori_list_push_back(&pcori_net.rndvs, &v->alive);
+	pcori_unlock(&pcori_net.timer_lock);
 	return v;
 }
 
