@@ -252,6 +252,20 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(RNDV, rndv, STRING, "read", 0, 0,                                    \
 	  "rendezvous data movement: read (remote read where the provider "    \
 	  "can) or stream (windows of fragments)")                             \
+	X(SHM_AFFINITY, shm_affinity, STRING, "off", 0, 0,                     \
+	  "pin each process (and the threads it starts) to one CPU: off, "     \
+	  "auto (the pid-th allowed CPU) or a list of CPUs, e.g. 0,1")         \
+	X(SHM_CELLS, shm_cells, INT, "256", 1, 65536,                          \
+	  "pcor-shm: cells in each process's send pool (medium messages)")     \
+	X(SHM_CELL_SIZE, shm_cell_size, SIZE, "8k", 1024, 16 << 20,            \
+	  "pcor-shm: bytes per send cell (a multiple of 64)")                  \
+	X(SHM_CMA, shm_cma, STRING, "auto", 0, 0,                              \
+	  "pcor-shm: single-copy large messages with process_vm_readv: auto "  \
+	  "(where the kernel permits) or off (stream them through cells)")     \
+	X(SHM_PEERS, shm_peers, INT, "256", 1, 4096,                           \
+	  "pcor-shm: processes of one host that can send to one process")      \
+	X(SHM_RING_SIZE, shm_ring_size, SIZE, "32k", 4096, 16 << 20,           \
+	  "pcor-shm: bytes of each per-pair receive ring (a power of two)")    \
 	X(SPIN_NS, spin_ns, INT, "20000", 0, 10000000000LL,                    \
 	  "how long a blocking wait spins before it sleeps (ns)")              \
 	X(UNEXP_BYTES, unexp_bytes, SIZE, "1g", 0, (1LL << 46),                \

@@ -233,8 +233,14 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 	     prov && n->nports < PCORI_MAX_PORTS;
 	     prov = strtok_r(NULL, ",", &save)) {
 		int got = 0;
-		pcori_port_ofi_open(prov, n->nports, &n->ports[n->nports],
-				    PCORI_MAX_PORTS - n->nports, &got);
+		if (!strcmp(prov, "pcor-shm"))
+			got = pcori_port_shm_open(n->nports,
+						  &n->ports[n->nports]) ==
+			      PCOR_OK;
+		else
+			pcori_port_ofi_open(prov, n->nports,
+					    &n->ports[n->nports],
+					    PCORI_MAX_PORTS - n->nports, &got);
 		n->nports += got;
 	}
 	if (!n->nports) {
