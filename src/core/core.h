@@ -180,6 +180,10 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(ACK_DELAY_NS, ack_delay_ns, INT, "20000", 0, 1000000000,             \
 	  "how long a receiver may hold back an acknowledgement hoping to "    \
 	  "piggyback it on a message going the other way (ns)")                \
+	X(AFFINITY, affinity, STRING, "off", 0, 0,                             \
+	  "pin each process's main thread, its dispatchers and the threads "   \
+	  "it starts to one CPU: off, auto (the pid-th CPU allowed) or a "     \
+	  "list of CPUs picked by pid, e.g. 0,1")                              \
 	X(AGENT_ADDR, agent_addr, STRING, "", 0, 0,                            \
 	  "launcher agents to bootstrap from, ip:port[,ip:port...] (set by "   \
 	  "pcorrun)")                                                          \
@@ -252,9 +256,6 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(RNDV, rndv, STRING, "read", 0, 0,                                    \
 	  "rendezvous data movement: read (remote read where the provider "    \
 	  "can) or stream (windows of fragments)")                             \
-	X(SHM_AFFINITY, shm_affinity, STRING, "off", 0, 0,                     \
-	  "pin each process (and the threads it starts) to one CPU: off, "     \
-	  "auto (the pid-th allowed CPU) or a list of CPUs, e.g. 0,1")         \
 	X(SHM_CELLS, shm_cells, INT, "256", 1, 65536,                          \
 	  "pcor-shm: cells in each process's send pool (medium messages)")     \
 	X(SHM_CELL_SIZE, shm_cell_size, SIZE, "8k", 1024, 16 << 20,            \

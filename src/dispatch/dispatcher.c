@@ -227,6 +227,7 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 	pcori_list_init(&n->timers);
 	pcori_list_init(&n->readq);
 
+	pcori_affinity_apply(cfg->affinity);
 	char list[sizeof(cfg->providers)];
 	snprintf(list, sizeof(list), "%s", cfg->providers);
 	for (char *save = NULL, *prov = strtok_r(list, ",", &save);

@@ -1005,54 +1005,6 @@ static const pcori_port_ops_t shm_ops = {
 	.close = shm_close,
 };
 
-/*
- * PCOR_SHM_AFFINITY: pin the calling (main) thread -- and so the
- * dispatchers and threads it starts later -- to one CPU: the pid-th of
- * the CPUs allowed ("auto") or of a list ("0,2,4").
- */
-static void affinity_apply(const char *spec)
-{
-	if (!spec[0] || !strcmp(spec, "off"))
-		return;
-	int cpus[CPU_SETSIZE], n = 0;
-	if (!strcmp(spec, "auto")) {
-		cpu_set_t allowed;
-		if (sched_getaffinity(0, sizeof(allowed), &allowed))
-			return;
-		for (int i = 0; i < CPU_SETSIZE; i++)
-			if (CPU_ISSET(i, &allowed))
-				cpus[n++] = i;
-	} else {
-		for (const char *s = spec; *s && n < CPU_SETSIZE;) {
-			char *end;
-			long c = strtol(s, &end, 10);
-			if (end == s || c < 0 || c >= CPU_SETSIZE ||
-			    (*end && *end != ',')) {
-				PCORI_WARN(PCORI_SUB_DISPATCH,
-					   "PCOR_SHM_AFFINITY=\"%s\": use off, "
-					   "auto or a list of CPUs; ignored",
-					   spec);
-				return;
-			}
-			cpus[n++] = (int)c;
-			s = *end ? end + 1 : end;
-		}
-	}
-	if (!n)
-		return;
-	int cpu = cpus[pcori_rt.pid % n];
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set))
-		PCORI_WARN(PCORI_SUB_DISPATCH,
-			   "PCOR_SHM_AFFINITY: cannot pin to CPU %d: %s", cpu,
-			   strerror(errno));
-	else
-		PCORI_INFO(PCORI_SUB_DISPATCH, "process %d pinned to CPU %d",
-			   pcori_rt.pid, cpu);
-}
-
 /* Is cross-memory attach possible at all?  (Peers are probed later.) */
 static bool cma_startup_check(void)
 {
@@ -1205,7 +1157,6 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	rc = pcori_dir_hook_add(on_member, NULL);
 	if (rc)
 		goto err;
-	affinity_apply(cfg->shm_affinity);
 	PCORI_INFO(PCORI_SUB_DISPATCH,
 		   "port %d: pcor-shm network %s, %u slots of %u-byte rings, "
 		   "%u cells of %u bytes, single copy %s",
