@@ -553,7 +553,8 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 			free(m);
 			return rc == PCOR_ERR_BADSIZE ? rc : PCOR_ERR_NOMEM;
 		}
-		memcpy(m->data, buf, len);
+		if (len) /* an empty message may come from NULL */
+			memcpy(m->data, buf, len);
 		m->flags |= PCORI_TXM_OWNDMA;
 	} else {
 		m->data = (void *)buf;
