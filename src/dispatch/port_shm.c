@@ -191,8 +191,9 @@ static void cq_push(shm_port_t *p, pcori_ctx_t *ctx, int status, bool read)
 	p->cq[p->ncq].status = status;
 	p->cq[p->ncq].read = read;
 	p->ncq++;
-	pcori_unlock(&p->cq_lock);
+	/* Counted under the lock: a drain never takes more than it sees. */
 	atomic_fetch_add_explicit(&p->cq_ready, 1, memory_order_seq_cst);
+	pcori_unlock(&p->cq_lock);
 	wake_if_sleeping(p->hdr);
 }
 
@@ -206,9 +207,9 @@ static int cq_drain(shm_port_t *p)
 	p->cq = p->cq_spare;
 	p->cq_spare = v;
 	p->ncq = 0;
-	pcori_unlock(&p->cq_lock);
 	atomic_fetch_sub_explicit(&p->cq_ready, (uint32_t)n,
 				  memory_order_relaxed);
+	pcori_unlock(&p->cq_lock);
 	for (size_t i = 0; i < n; i++) {
 		if (v[i].read)
 			pcori_port_read_done(&p->base, v[i].ctx, v[i].status);
