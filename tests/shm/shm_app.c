@@ -644,10 +644,29 @@ static int run_rogue(void)
 			CHECK(through_shm(q));
 	barrier(94); /* every pair has claimed its slots */
 	pcori_port_t *port = route_of(me == 0 ? 1 : 0);
+	/*
+	 * pid 0 has had every ack it needs from pid 2 once its barrier is
+	 * over; only then may pid 2 spoil its ring to pid 0.  The word goes
+	 * through pid 1, so pid 0 never waits on pid 2 again.
+	 */
+	if (me == 0 || me == 1) {
+		pcor_handle_t h;
+		if (me == 0)
+			CHECK_OK(pcor_send_copy(1, 0, 33, NULL, 0, &h));
+		else
+			CHECK_OK(pcor_recv_copy(0, 0, 33, NULL, 0, NULL, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		if (me == 1) {
+			CHECK_OK(pcor_send_copy(2, 0, 33, NULL, 0, &h));
+			CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		}
+	}
 	if (me == 2) {
+		pcor_handle_t h;
+		CHECK_OK(pcor_recv_copy(1, 0, 33, NULL, 0, NULL, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
 		rogue_attack();
 		/* Then say so, through pcor-shm's other direction (to 1). */
-		pcor_handle_t h;
 		CHECK_OK(pcor_send_copy(1, 0, 30, NULL, 0, &h));
 		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
 	}
