@@ -32,7 +32,8 @@
  *  - Completions.  sendv copies before it returns, so its buffers are free
  *    at once; the completion itself is queued and reported from progress
  *    (the caller of sendv holds protocol locks that tx_done takes).  A
- *    read copies in the caller's thread and queues its completion too.
+ *    read copies in the caller's thread, which holds no lock, and reports
+ *    its completion before returning.
  *  - Polling and sleeping.  progress scans the contiguous tail array below
  *    the high-water mark of claimed slots and compares with its private
  *    heads.  To sleep it sets `sleeping` (seq_cst), rescans, and waits on
@@ -112,7 +113,6 @@ typedef struct shm_rslot {
 typedef struct shm_cqe {
 	pcori_ctx_t *ctx;
 	int32_t status;
-	bool read;
 } shm_cqe_t;
 
 struct shm_port {
@@ -129,7 +129,7 @@ struct shm_port {
 	/* The send cell pool. */
 	pcori_lock_t pool_lock; /* guards pool */
 	pcori_shm_pool_t pool;
-	/* Completions of sendv and read, reported by progress. */
+	/* Completions of sendv, reported by progress. */
 	pcori_lock_t cq_lock;   /* guards cq, ncq */
 	shm_cqe_t *cq, *cq_spare;
 	size_t ncq;
@@ -183,13 +183,12 @@ static void cq_unreserve(shm_port_t *p)
 }
 
 /* Queue a completion whose room was reserved; wake our own progress. */
-static void cq_push(shm_port_t *p, pcori_ctx_t *ctx, int status, bool read)
+static void cq_push(shm_port_t *p, pcori_ctx_t *ctx, int status)
 {
 	pcori_lock(&p->cq_lock);
 	PCORI_ASSERT(p->ncq < SHM_CQ_MAX);
 	p->cq[p->ncq].ctx = ctx;
 	p->cq[p->ncq].status = status;
-	p->cq[p->ncq].read = read;
 	p->ncq++;
 	/* Counted under the lock: a drain never takes more than it sees. */
 	atomic_fetch_add_explicit(&p->cq_ready, 1, memory_order_seq_cst);
@@ -210,12 +209,8 @@ static int cq_drain(shm_port_t *p)
 	atomic_fetch_sub_explicit(&p->cq_ready, (uint32_t)n,
 				  memory_order_relaxed);
 	pcori_unlock(&p->cq_lock);
-	for (size_t i = 0; i < n; i++) {
-		if (v[i].read)
-			pcori_port_read_done(&p->base, v[i].ctx, v[i].status);
-		else
-			pcori_port_tx_done(&p->base, v[i].ctx, v[i].status);
-	}
+	for (size_t i = 0; i < n; i++)
+		pcori_port_tx_done(&p->base, v[i].ctx, v[i].status);
 	atomic_fetch_sub_explicit(&p->cq_used, (uint32_t)n,
 				  memory_order_relaxed);
 	return (int)n;
@@ -316,7 +311,8 @@ static int peer_map(shm_port_t *p, shm_peer_t *d, const shm_addr_t *a)
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		int e = errno;
-		if (kill(a->ospid, 0) < 0 && errno == ESRCH)
+		/* Its owner keeps the descriptor open while its port lives. */
+		if (e == ENOENT || (kill(a->ospid, 0) < 0 && errno == ESRCH))
 			return PCOR_ERR_PEER_LOST;
 		PCORI_WARN(PCORI_SUB_DISPATCH,
 			   "pcor-shm: cannot open the segment of process %d "
@@ -716,7 +712,7 @@ static int shm_sendv(pcori_port_t *bp, uint64_t dest, const struct iovec *iov,
 		cq_unreserve(p);
 		return rc;
 	}
-	cq_push(p, ctx, PCOR_OK, false);
+	cq_push(p, ctx, PCOR_OK);
 	return PCOR_OK;
 }
 
@@ -744,14 +740,16 @@ static int shm_read(pcori_port_t *bp, uint64_t src, void *dst, size_t len,
 	/* Only what this peer exposed on a pcor-shm port. */
 	if (key != key_of(d->nonce))
 		return PCOR_ERR_PROTO;
-	if (!cq_reserve(p))
-		return again(p);
-	/* The receiver's thread copies now; the completion goes through
-	 * progress like any other. */
+	/*
+	 * The receiver's thread copies now and completes at once: the
+	 * protocol calls read holding no lock, and a completion reported
+	 * from another thread could finish the rendezvous (and free it)
+	 * while the caller is still issuing its next chunk.
+	 */
 	int st = cma_copy(d->ospid, dst, raddr, len);
 	if (st == PCOR_ERR_NOSUPPORT)
 		cma_disable(p, d->pid, st);
-	cq_push(p, ctx, st, true);
+	pcori_port_read_done(bp, ctx, st);
 	return PCOR_OK;
 }
 
