@@ -539,6 +539,13 @@ static int run_spawn(const char *self)
 		CHECK_OK(pcor_recv_copy(0, 0, 20, &newpid, sizeof(newpid), NULL,
 					&h));
 		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		/* Pid 0's word can beat the directory's news: ask until known. */
+		pcor_proc_info_t pi;
+		int64_t end = now_ns() + 30 * SEC;
+		while (pcor_proc_info(newpid, &pi) == PCOR_ERR_NOPEER &&
+		       now_ns() < end)
+			sched_yield();
+		CHECK_OK(pcor_proc_info(newpid, &pi));
 	}
 	CHECK(through_shm(newpid));
 	talk(newpid, 21);
