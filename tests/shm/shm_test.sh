@@ -70,35 +70,42 @@ no_leftovers() {
 }
 
 export PCOR_LOG_LEVEL=${PCOR_LOG_LEVEL:-warn}
+# Sanitizer builds run several times slower (SHM_TIMEOUT_MULT, from meson).
+mult=${SHM_TIMEOUT_MULT:-1}
+# The data-path cases use pcor-shm alone: no idle tcp ports whose
+# dispatchers would spin too in poll mode; the others run the defaults.
 case $case_ in
 sizes-poll|sizes-block|sizes-adaptive)
-	PCOR_DISPATCH=${case_#sizes-} run_job 0 600 "$pcorrun" -n 2 \
-		--tag-output "$app" sizes "$max" "$marker"
+	PCOR_PROVIDERS=pcor-shm PCOR_DISPATCH=${case_#sizes-} \
+		run_job 0 $((600 * mult)) "$pcorrun" -n 2 --tag-output \
+		"$app" sizes "$max" "$marker"
 	expect_ok sizes 2 ;;
 nocma)
-	PCOR_SHM_CMA=off run_job 0 600 "$pcorrun" -n 2 --tag-output \
-		"$app" sizes "$max" nocma "$marker"
+	PCOR_PROVIDERS=pcor-shm PCOR_SHM_CMA=off run_job 0 $((600 * mult)) \
+		"$pcorrun" -n 2 --tag-output "$app" sizes "$max" nocma "$marker"
 	expect_ok sizes 2 ;;
 alltoall)
-	run_job 0 900 "$pcorrun" -n 4 --tag-output "$app" alltoall \
-		"$threads" "$marker"
+	PCOR_PROVIDERS=pcor-shm run_job 0 $((900 * mult)) "$pcorrun" -n 4 \
+		--tag-output "$app" alltoall "$threads" "$marker"
 	expect_ok alltoall 4 ;;
 flood)
-	PCOR_MCB_POOL=1024 run_job 0 600 "$pcorrun" -n 2 --tag-output \
-		"$app" flood 100000 "$marker"
+	PCOR_MCB_POOL=1024 run_job 0 $((600 * mult)) "$pcorrun" -n 2 \
+		--tag-output "$app" flood 100000 "$marker"
 	expect_ok flood 2 ;;
 kill)
-	run_job 137 300 "$pcorrun" -n 3 --keep-going --tag-output \
+	run_job 137 $((300 * mult)) "$pcorrun" -n 3 --keep-going --tag-output \
 		"$app" kill "$marker"
 	expect_ok kill 2
 	grep -q "process 1 .*killed by signal 9" "$tmp/err" ||
 		fail "pid 1 did not die by SIGKILL" ;;
 spawn)
-	run_job 0 300 "$pcorrun" -n 2 --tag-output "$app" spawn "$marker"
+	run_job 0 $((300 * mult)) "$pcorrun" -n 2 --tag-output "$app" spawn \
+		"$marker"
 	expect_ok spawn 2
 	expect_ok spawned 1 ;;
 rogue)
-	run_job 0 300 "$pcorrun" -n 3 --tag-output "$app" rogue "$marker"
+	run_job 0 $((300 * mult)) "$pcorrun" -n 3 --tag-output "$app" rogue \
+		"$marker"
 	expect_ok rogue 3 ;;
 *)
 	echo "unknown case $case_"; exit 2 ;;
