@@ -156,7 +156,13 @@ static void *rx_main(void *arg)
 		    (p->mode == PCORI_DISPATCH_ADAPTIVE &&
 		     pcori_now_ns() - idle_since <
 			     (uint64_t)pcori_net.spin_ns)) {
-			pcori_cpu_relax();
+			/*
+			 * Yield, not just pause: a thread it has just woken
+			 * may be waiting for this very CPU (few cores, or
+			 * PCOR_AFFINITY), and would otherwise wait out the
+			 * whole spin window.
+			 */
+			sched_yield();
 			continue;
 		}
 		port_block(p);
