@@ -2,7 +2,8 @@
 # Run every pcor test: install what is missing, build, then run
 #   - the release build: all suites;
 #   - an AddressSanitizer build and a ThreadSanitizer build: the unit,
-#     integration and stress suites.
+#     integration and stress suites;
+#   - the libFuzzer targets (clang), each for a bounded time.
 # Ends with one line "N passed, N failed, N skipped"; exits non-zero if
 # anything failed.  Extra arguments go to every `meson test` call (for
 # example --suite unit).
@@ -22,9 +23,9 @@ build_and_test() {
   if [ -d "$dir" ]; then
     meson setup --reconfigure "$dir" "$@" >/dev/null || { broken=$((broken+1)); return; }
   else
-    meson setup "$dir" "$@" >/dev/null || { broken=$((broken+1)); return; }
+    CC=${BUILD_CC:-cc} meson setup "$dir" "$@" >/dev/null || { broken=$((broken+1)); return; }
   fi
-  if ! ninja -C "$dir" >"$dir/build.log" 2>&1; then
+  if ! ninja -C "$dir" -j "$(nproc)" >"$dir/build.log" 2>&1; then
     tail -n 40 "$dir/build.log"
     echo "=== $name: build FAILED"
     broken=$((broken+1)); return
@@ -62,6 +63,10 @@ MULT=4 build_and_test asan "$san_suites" -Dbuildtype=debugoptimized \
   -Db_sanitize=address,undefined -Db_lundef=false -Dbench=false -Dwerror=true
 MULT=6 build_and_test tsan "$san_suites" -Dbuildtype=debugoptimized \
   -Db_sanitize=thread -Db_lundef=false -Dbench=false -Dwerror=true
+
+BUILD_CC=clang MULT=1 build_and_test fuzz "fuzz" -Dbuildtype=debugoptimized \
+  -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false \
+  -Dbench=false -Dwerror=true
 
 fail=$((fail+broken))
 echo "$pass passed, $fail failed, $skip skipped"

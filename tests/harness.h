@@ -58,20 +58,37 @@ static inline void th_fail_at(const char *file, int line, const char *what)
 		exit(TH_SKIP);                                                 \
 	} while (0)
 
-/* Deterministic pattern so any byte out of place is detected. */
+/*
+ * Deterministic pattern so any byte out of place is detected: byte i is
+ * byte i % 8 of a 64-bit mix of (seed, i / 8).  Made and checked a word
+ * at a time, so a 256 MiB message costs milliseconds, not seconds.
+ */
+static inline uint64_t th_pattern_word(uint64_t seed, size_t w)
+{
+	uint64_t x = seed * 0x9E3779B97F4A7C15ull + w + 1;
+	x ^= x >> 30;
+	x *= 0xBF58476D1CE4E5B9ull;
+	x ^= x >> 27;
+	x *= 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
 static inline uint8_t th_pattern_byte(uint64_t seed, size_t i)
 {
-	uint64_t x = seed * 0x9E3779B97F4A7C15ull + i;
-	x ^= x >> 29;
-	x *= 0xBF58476D1CE4E5B9ull;
-	x ^= x >> 32;
-	return (uint8_t)x;
+	uint64_t w = th_pattern_word(seed, i / 8);
+	return (uint8_t)(w >> (8 * (i % 8)));
 }
 
 static inline void th_fill(void *buf, size_t len, uint64_t seed)
 {
 	uint8_t *b = buf;
-	for (size_t i = 0; i < len; i++)
+	size_t i = 0;
+	for (; i + 8 <= len; i += 8) {
+		uint64_t w = th_pattern_word(seed, i / 8);
+		for (int k = 0; k < 8; k++) /* little-endian order, any host */
+			b[i + (size_t)k] = (uint8_t)(w >> (8 * k));
+	}
+	for (; i < len; i++)
 		b[i] = th_pattern_byte(seed, i);
 }
 
@@ -79,7 +96,15 @@ static inline void th_fill(void *buf, size_t len, uint64_t seed)
 static inline size_t th_verify(const void *buf, size_t len, uint64_t seed)
 {
 	const uint8_t *b = buf;
-	for (size_t i = 0; i < len; i++)
+	size_t i = 0;
+	for (; i + 8 <= len; i += 8) {
+		uint64_t w = th_pattern_word(seed, i / 8), got = 0;
+		for (int k = 0; k < 8; k++)
+			got |= (uint64_t)b[i + (size_t)k] << (8 * k);
+		if (got != w)
+			break; /* find the byte below */
+	}
+	for (; i < len; i++)
 		if (b[i] != th_pattern_byte(seed, i))
 			return i;
 	return (size_t)-1;

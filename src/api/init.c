@@ -14,8 +14,12 @@ pcori_rt_t pcori_rt;
 static void on_member(int pid, pcori_member_event_t ev, void *ctx)
 {
 	(void)ctx;
-	if (ev == PCORI_EV_EXIT || ev == PCORI_EV_FAILURE)
+	/* Paths may go through (or newly through) that process. */
+	pcori_routes_stale();
+	if (ev == PCORI_EV_FAILURE)
 		pcori_peer_lost(pid);
+	else if (ev == PCORI_EV_EXIT)
+		pcori_peer_leaving(pid);
 }
 
 PCOR_API int pcor_init(int *argc, char ***argv)
@@ -45,7 +49,8 @@ PCOR_API int pcor_init(int *argc, char ***argv)
 	rc = pcori_dma_init((size_t)pcori_rt.cfg.dma_reserve);
 	if (rc)
 		goto err_naming;
-	rc = pcori_htable_init((uint32_t)pcori_rt.cfg.max_handles);
+	rc = pcori_htable_init((uint32_t)pcori_rt.cfg.max_handles,
+			       (uint32_t)pcori_rt.max_threads);
 	if (rc)
 		goto err_dma;
 	rc = pcori_msg_init(&pcori_rt.cfg, pcori_rt.max_threads);

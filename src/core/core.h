@@ -257,6 +257,9 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(RNDV, rndv, STRING, "read", 0, 0,                                    \
 	  "rendezvous data movement: read (remote read where the provider "    \
 	  "can) or stream (windows of fragments)")                             \
+	X(RTO_MS, rto_ms, INT, "1000", 1, 600000,                               \
+	  "a message unacknowledged this long is sent again (doubling up to "  \
+	  "25x); guards against fabrics that lose or corrupt a message")       \
 	X(SHM_CELLS, shm_cells, INT, "256", 1, 65536,                          \
 	  "pcor-shm: cells in each process's send pool (medium messages)")     \
 	X(SHM_CELL_SIZE, shm_cell_size, SIZE, "8k", 1024, 16 << 20,            \
@@ -399,9 +402,17 @@ typedef enum pcori_req_kind {
 	PCORI_REQ_RECV_DMA,
 } pcori_req_kind_t;
 
-/* Completion word values (besides PCORI_WAIT_SLEEPER). */
-#define PCORI_REQ_PENDING 0u
+/*
+ * Completion word values (besides PCORI_WAIT_SLEEPER): PCORI_REQ_DONE once
+ * complete; while pending, a value derived from the request's generation
+ * (see handle.c), so that waiters notice when the slot is reused.
+ */
 #define PCORI_REQ_DONE 1u
+/*
+ * Pending value of completion words that are not requests (no handle
+ * and no reuse, so no generation needed): waited with pcori_wait_word.
+ */
+#define PCORI_WORD_PENDING 0u
 
 /* Where a receive reports its message; either form, chosen by the caller. */
 typedef struct pcori_report {
@@ -420,7 +431,7 @@ typedef struct pcori_report {
  */
 typedef struct pcori_req {
 	/* line 1: what completion and matching touch */
-	_Atomic uint32_t state; /* PENDING/DONE | SLEEPER: the futex word */
+	_Atomic uint32_t state; /* pending/DONE | SLEEPER: the futex word */
 	_Atomic uint32_t gen;   /* odd while allocated; see handle.c */
 	int32_t status;         /* final status, valid once DONE */
 	uint16_t kind;          /* pcori_req_kind_t */
@@ -438,7 +449,9 @@ typedef struct pcori_req {
 	void *mcb;           /* a parked sendDMA's MCB (local path) */
 } pcori_req_t;
 
-int pcori_htable_init(uint32_t max_handles);
+/* Room for max_handles requests in progress, with max_threads threads
+ * each caching free slots. */
+int pcori_htable_init(uint32_t max_handles, uint32_t max_threads);
 void pcori_htable_fini(void);
 
 /* A fresh PENDING request; NULL when the table is full. */
@@ -456,8 +469,8 @@ pcori_req_t *pcori_req_lookup(pcor_handle_t h, uint32_t *gen_p);
 void pcori_htable_flush_tls(void);
 
 /*
- * Finish a request: write its report (receives), publish status, wake a
- * waiter.  Called exactly once per request, by any thread, holding no
+ * Finish a request: write its report (receives that got a message),
+ * publish status, wake a waiter.  Called exactly once per request, by any thread, holding no
  * pcor lock that the waiter could need.
  */
 void pcori_req_complete(pcori_req_t *req, int status);

@@ -32,7 +32,9 @@ typedef struct chmeta {
 	_Atomic uint8_t kind;
 	uint8_t cls;           /* CH_SLAB: size class */
 	_Atomic uint8_t live;  /* CH_SPAN: allocated */
-	uint32_t n;            /* CH_SPAN / CH_FREE head: chunks in span */
+	/* CH_SPAN / CH_FREE head: chunks in span.  Atomic: block_of reads
+	 * it without the span lock while a racing free rewrites it. */
+	_Atomic uint32_t n;
 	uint32_t head;         /* CH_CONT / CH_FREE: the span's first chunk */
 	_Atomic uint64_t *bits; /* CH_SLAB: live-block bitmap */
 } chmeta_t;
@@ -307,7 +309,9 @@ static bool block_of(const void *p, blockinfo_t *bi)
 		    !atomic_load_explicit(&m->live, memory_order_acquire))
 			return false;
 		bi->start = chunk_addr(i);
-		bi->size = (size_t)m->n << CH_SHIFT;
+		bi->size = (size_t)atomic_load_explicit(&m->n,
+							memory_order_relaxed)
+			   << CH_SHIFT;
 		bi->chunk = i;
 		bi->cls = -1;
 		return true;

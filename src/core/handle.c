@@ -11,7 +11,8 @@
  *    other PCOR_ERR_BADHANDLE.  The 11 generation bits in the handle make a
  *    stale handle look valid only after 2047 reuses of its slot.
  *  - Free slots are kept per pcor thread (a small LIFO in TLS, hot in
- *    cache) in front of one global stack under a lock.
+ *    cache) in front of one global stack under a lock.  The table is
+ *    sized for PCOR_MAX_HANDLES plus every thread's cache.
  */
 #include "core.h"
 
@@ -35,11 +36,20 @@ static struct {
 
 _Thread_local pcori_tls_t pcori_tls __attribute__((tls_model("initial-exec")));
 
-int pcori_htable_init(uint32_t max_handles)
+int pcori_htable_init(uint32_t max_handles, uint32_t max_threads)
 {
-	uint32_t max = (max_handles + PCORI_HCHUNK - 1) & ~(PCORI_HCHUNK - 1);
-	if (max > (1u << PCORI_HINDEX_BITS))
-		max = 1u << PCORI_HINDEX_BITS;
+	/*
+	 * Free slots cached by threads are out of other threads' reach, so
+	 * the table also has room for all caches full: max_handles
+	 * operations can be in progress however many threads hold cached
+	 * slots.  Chunks are only allocated when used.
+	 */
+	uint64_t want = (uint64_t)max_handles +
+			(uint64_t)max_threads * PCORI_TLS_CACHE;
+	want = (want + PCORI_HCHUNK - 1) & ~(uint64_t)(PCORI_HCHUNK - 1);
+	uint32_t max = want > (1u << PCORI_HINDEX_BITS)
+			       ? 1u << PCORI_HINDEX_BITS
+			       : (uint32_t)want;
 	memset(&ht, 0, sizeof(ht));
 	pcori_lock_init(&ht.lock);
 	ht.max = max;
@@ -147,14 +157,27 @@ static inline uint32_t hgen(uint32_t gen)
 	return ((gen >> 1) % PCORI_HGEN_SPAN) + 1;
 }
 
+/*
+ * The completion word's value while the request of generation gen (odd)
+ * is pending: even, never PCORI_REQ_DONE nor the sleeper bit, and
+ * different for the next use of the slot.  A thread still waiting on a
+ * handle whose slot was released and taken again thus sees the word
+ * change and returns, instead of waiting for someone else's request.
+ */
+static inline uint32_t pending_of(uint32_t gen)
+{
+	return (gen << 1) & ~PCORI_WAIT_SLEEPER;
+}
+
 pcori_req_t *pcori_req_alloc(void)
 {
 	uint32_t idx;
 	if (PCORI_UNLIKELY(!pop_index(&idx)))
 		return NULL;
 	pcori_req_t *r = slot(idx);
-	atomic_store_explicit(&r->state, PCORI_REQ_PENDING, memory_order_relaxed);
-	atomic_fetch_add_explicit(&r->gen, 1, memory_order_relaxed);
+	uint32_t g = atomic_fetch_add_explicit(&r->gen, 1,
+					       memory_order_relaxed) + 1;
+	atomic_store_explicit(&r->state, pending_of(g), memory_order_relaxed);
 	r->status = PCOR_OK;
 	r->flags = 0;
 	r->ctx = 0;
@@ -164,13 +187,18 @@ pcori_req_t *pcori_req_alloc(void)
 	return r;
 }
 
-/* Odd -> even: exactly one caller wins. */
-static bool release(pcori_req_t *r, uint32_t gen)
+/*
+ * Odd -> even: exactly one caller wins.  Only the winner reads the status
+ * (into *status_p, may be NULL), before the slot can be taken again.
+ */
+static bool release(pcori_req_t *r, uint32_t gen, int *status_p)
 {
 	if (!atomic_compare_exchange_strong_explicit(&r->gen, &gen, gen + 1,
 						     memory_order_acq_rel,
 						     memory_order_relaxed))
 		return false;
+	if (status_p)
+		*status_p = r->status;
 	atomic_fetch_sub_explicit(&ht.live, 1, memory_order_relaxed);
 	push_index(r->index);
 	return true;
@@ -180,7 +208,7 @@ void pcori_req_free(pcori_req_t *req)
 {
 	uint32_t g = atomic_load_explicit(&req->gen, memory_order_relaxed);
 	PCORI_ASSERT(g & 1);
-	release(req, g);
+	release(req, g, NULL);
 }
 
 pcor_handle_t pcori_req_handle(const pcori_req_t *req)
@@ -215,7 +243,13 @@ size_t pcori_htable_live(void)
 void pcori_req_complete(pcori_req_t *req, int status)
 {
 	req->status = status;
-	if (req->kind == PCORI_REQ_RECV_COPY || req->kind == PCORI_REQ_RECV_DMA) {
+	/* A receive that ends without a message has nothing to report; its
+	 * info would be whatever the slot's previous request left there. */
+	bool got_msg = status != PCOR_ERR_CANCELED &&
+		       status != PCOR_ERR_PEER_LOST;
+	if ((req->kind == PCORI_REQ_RECV_COPY ||
+	     req->kind == PCORI_REQ_RECV_DMA) &&
+	    got_msg) {
 		const pcori_report_t *rp = &req->report;
 		if (rp->info)
 			*rp->info = req->info;
@@ -235,30 +269,32 @@ void pcori_req_complete(pcori_req_t *req, int status)
 
 const pcori_drive_ops_t *_Atomic pcori_drive;
 
-static inline bool req_pending(pcori_req_t *r)
+/* Is r (allocated with generation gen) still in progress? */
+static inline bool req_pending(pcori_req_t *r, uint32_t gen)
 {
 	return (atomic_load_explicit(&r->state, memory_order_acquire) &
-		~PCORI_WAIT_SLEEPER) == PCORI_REQ_PENDING;
+		~PCORI_WAIT_SLEEPER) == pending_of(gen);
 }
 
 /*
  * Spin-wait for r while polling the fabric, for up to spin_ns.  Returns
  * the time spent, so the caller's own spin window is not spent twice.
  */
-static uint64_t drive_until(pcori_req_t *r, const pcori_drive_ops_t *d,
-			    int64_t spin_ns, uint64_t deadline)
+static uint64_t drive_until(pcori_req_t *r, uint32_t gen,
+			    const pcori_drive_ops_t *d, int64_t spin_ns,
+			    uint64_t deadline)
 {
 	uint64_t start = pcori_now_ns(), now = start;
 	uint64_t end = spin_ns > 0 ? start + (uint64_t)spin_ns : start;
 	if (end > deadline)
 		end = deadline;
 	d->begin();
-	for (unsigned i = 1; req_pending(r); i++) {
+	for (unsigned i = 1; req_pending(r, gen); i++) {
 		d->poll();
 		if ((i & 15) == 0 && (now = pcori_now_ns()) >= end)
 			break;
 	}
-	d->end(req_pending(r));
+	d->end(req_pending(r, gen));
 	return now - start;
 }
 
@@ -272,7 +308,7 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 	pcori_req_t *r = pcori_req_lookup(h, &gen);
 	if (PCORI_UNLIKELY(!r))
 		return PCOR_ERR_BADHANDLE;
-	if (req_pending(r)) {
+	if (req_pending(r, gen)) {
 		const pcori_drive_ops_t *d = NULL;
 		if (r->flags & PCORI_REQF_REMOTE) {
 			d = atomic_load_explicit(&pcori_drive,
@@ -283,8 +319,9 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 		if (!block) {
 			if (d)
 				d->poll();
-			return req_pending(r) ? PCOR_INPROGRESS
-					      : handle_wait(h, false, 0);
+			if (req_pending(r, gen))
+				return PCOR_INPROGRESS;
+			goto done;
 		}
 		int64_t spin = pcori_rt.cfg.spin_ns;
 		if (d) {
@@ -292,7 +329,7 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 				timeout_ns < 0 ? UINT64_MAX
 					       : pcori_now_ns() +
 							 (uint64_t)timeout_ns;
-			uint64_t spent = drive_until(r, d, spin, deadline);
+			uint64_t spent = drive_until(r, gen, d, spin, deadline);
 			spin = 0;
 			if (timeout_ns >= 0)
 				timeout_ns = spent >= (uint64_t)timeout_ns
@@ -300,13 +337,14 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 						     : timeout_ns -
 							       (int64_t)spent;
 		}
-		rc = pcori_wait_word(&r->state, PCORI_REQ_PENDING, spin,
+		rc = pcori_wait_word(&r->state, pending_of(gen), spin,
 				     timeout_ns);
 		if (rc)
 			return rc;
 	}
-	int status = r->status;
-	if (!release(r, gen))
+done:;
+	int status;
+	if (!release(r, gen, &status))
 		return PCOR_ERR_BADHANDLE; /* another thread took it first */
 	return status;
 }

@@ -14,6 +14,7 @@
 
 #include "../frag/frag.h"
 #include "../naming/naming.h"
+#include "../route/route.h"
 #include "wire.h"
 
 #include <sys/uio.h>
@@ -136,7 +137,7 @@ typedef enum pcori_dispatch_mode {
 /* Counters of one port; read by tests and pcor_info. */
 typedef struct pcori_port_stats {
 	_Atomic uint64_t rx, tx, bad_hdr, nack_sent, nack_rcvd, retx, dup,
-		eagain, rma_reads;
+		eagain, rma_reads, held, fwd, fwd_drop;
 } pcori_port_stats_t;
 
 struct pcori_port {
@@ -151,6 +152,12 @@ struct pcori_port {
 	pthread_t rx_thread, tx_thread;
 	bool rx_started, tx_started;
 	_Atomic bool stop;
+	/*
+	 * Rendezvous in flight through this port, either side.  Their data
+	 * moves only while both ends make progress, so its dispatcher does
+	 * not sleep meanwhile.
+	 */
+	_Atomic int busy;
 	pcori_port_stats_t st;
 };
 
@@ -187,6 +194,7 @@ typedef struct pcori_txmsg {
 	size_t size;
 	void *data;            /* payload */
 	void *reg;             /* rendezvous exposure handle */
+	pcori_port_t *busy_port; /* rendezvous: the port it keeps busy */
 	uint8_t *hdrs;         /* nfrags (eager) or 2 windows (stream) */
 	uint32_t sfrag, send;  /* streamed rendezvous: fragments to post */
 	pcori_list_t slink;    /* in the stream's list of such messages */
@@ -215,6 +223,14 @@ struct pcori_txstream {
 	pcori_list_t orphans;  /* failed, still owed fabric completions */
 	uint64_t resume_ns;    /* after a NACK: retransmit from then */
 	uint32_t backoff_us;
+	/*
+	 * After a NACK only the refused message goes again; the rest follow
+	 * once it is acknowledged (no storm of resends into a full pool).
+	 */
+	bool probing;
+	bool resync;           /* earlier messages were failed: say so */
+	uint64_t rto_ns;       /* oldest unacknowledged goes again then */
+	uint32_t rto_shift;    /* consecutive timeouts (backoff) */
 	pcori_list_t timer_link; /* in pcori_net.timers while waiting */
 };
 
@@ -231,12 +247,17 @@ typedef struct pcori_rxstream {
 	size_t size;
 	pcori_reasm_t reasm;
 	pcori_list_t ack_link;  /* in the peer's ack list */
+	bool refused;           /* NACKed expected: later frames are dropped */
+	pcori_list_t held;      /* frames that came ahead of their turn */
+	uint32_t nheld;
+	uint32_t gap_nacked;    /* seq + 1 of the gap last asked for; 0: none */
 } pcori_rxstream_t;
 
 /*
  * Rendezvous being pulled or streamed into a receive.  It sits in its
  * peer's table (one reference) until done; each outstanding read holds
- * another reference.  Whoever sets `done` first completes the receive.
+ * another reference.  Whoever sets `done` first completes the receive;
+ * whoever sets `reads_over` first decides what follows the last read.
  */
 typedef struct pcori_rndv {
 	pcori_ctx_t ctx;        /* PCORI_CTX_READ */
@@ -251,15 +272,30 @@ typedef struct pcori_rndv {
 	void *dst;              /* where they land */
 	void *own_dma;          /* recvDMA block */
 	uint64_t raddr, rkey;   /* remote reads: the source */
-	size_t next_off;        /* remote reads: next byte to ask for */
+	uint64_t src_dest;      /* remote reads: the sender's address */
+	_Atomic size_t next_off; /* remote reads: next byte to ask for */
 	_Atomic uint32_t reads; /* reads outstanding */
 	_Atomic uint32_t refs;
 	_Atomic bool done;
+	_Atomic bool reads_over;
 	int status;
-	bool readable;
+	bool readable;          /* pulled by reads (else streamed) */
 	pcori_reasm_t reasm;    /* streaming windows */
 	pcori_list_t qlink;     /* waiting to issue reads (queue full) */
 } pcori_rndv_t;
+
+/*
+ * How a peer is reached: our port and the address of the next hop on
+ * it.  Immutable once published; a rebuilt route replaces the pointer
+ * (old ones are kept until finalize), so senders read it without a lock.
+ */
+typedef struct pcori_route {
+	pcori_port_t *port;
+	uint64_t dest;   /* the next hop's address on port */
+	int next_hop;    /* pid of the next hop (the peer itself: direct) */
+	int hops;
+	int link_class;  /* of the first link */
+} pcori_route_t;
 
 typedef enum pcori_peer_state {
 	PCORI_PEER_NEW = 0,
@@ -270,15 +306,19 @@ typedef enum pcori_peer_state {
 struct pcori_peer {
 	int pid;
 	_Atomic int state;       /* pcori_peer_state_t */
-	pcori_lock_t lock;       /* guards route and stream tables */
-	pcori_port_t *port;      /* route: port and destination */
-	uint64_t dest;
+	pcori_lock_t lock;       /* guards route changes */
+	_Atomic(pcori_route_t *) route; /* NULL: none (yet) */
+	/* Addresses inserted into our ports for this peer, by port. */
+	uint64_t dest_by_port[PCORI_MAX_PORTS];
+	uint16_t has_dest;       /* bit per port (peer->lock) */
 	_Atomic(pcori_txstream_t *) *tx; /* by local thid, made on demand */
 	/* Guards rx streams, rndv table and acks; see the lock order. */
 	pcori_lock_t rx_lock;
 	pcori_rxstream_t **rx;   /* by peer thid, made on demand */
 	pcori_rndv_t *rndv;      /* receives being pulled from this peer */
 	pcori_list_t acks;       /* rx streams with an ack to send */
+	/* Left normally: lost at this time unless its BYE came first. */
+	_Atomic uint64_t leave_ns;
 };
 
 /* Inter-process state of this process. */
@@ -290,6 +330,7 @@ typedef struct pcori_net {
 	size_t frag_size;
 	size_t eager_max;
 	bool force_stream;       /* rendezvous by streaming even with RMA */
+	bool one_host;           /* the job runs on this host: local ports */
 	pcori_dispatch_mode_t mode;
 	int64_t spin_ns;         /* dispatcher spin window (adaptive) */
 	/* Peers by pid; grows with the membership. */
@@ -308,6 +349,19 @@ typedef struct pcori_net {
 	/* Rendezvous whose reads wait for room in a send queue. */
 	pcori_list_t readq;       /* guarded by timer_lock */
 	_Atomic int nreadq;
+	_Atomic int nleaving; /* peers with leave_ns set */
+	/*
+	 * The route table from this process, and the member entries it was
+	 * computed from (next hops' addresses come from them).  Rebuilt when
+	 * membership changes.
+	 */
+	pcori_lock_t routes_lock; /* guards rtab, rmembers, nroutes, retired */
+	pcori_route_entry_t *rtab;
+	pcori_member_t **rmembers;
+	int nroutes;
+	_Atomic bool routes_stale;
+	_Atomic uint64_t routes_retry_ns; /* partial table: rebuild after */
+	void *retired_routes;
 } pcori_net_t;
 
 extern pcori_net_t pcori_net;
@@ -321,12 +375,41 @@ int pcori_net_start(void);
 void pcori_net_quiesce(void);
 void pcori_net_fini(void);
 
+/* The route to a peer, or NULL. */
+static inline pcori_route_t *pcori_peer_route(pcori_peer_t *peer)
+{
+	return atomic_load_explicit(&peer->route, memory_order_acquire);
+}
+
 /* The peer object of pid, made on first use; NULL if pid is invalid. */
 pcori_peer_t *pcori_peer_get(int pid);
 /* Make sure peer has a route; PCOR_OK, ERR_PEER_LOST, ERR_UNREACHABLE. */
 int pcori_peer_ready(pcori_peer_t *peer);
 /* Membership hook: fail everything that involves a lost peer. */
 void pcori_peer_lost(int pid);
+/* Membership changed: routes are recomputed at the next progress. */
+void pcori_routes_stale(void);
+/* Recompute routes now and move peers onto them (no lock held). */
+int pcori_routes_rebuild(void);
+/*
+ * Snapshot of the alive members (NULL where none), *n_p of them; free
+ * with pcori_members_free.  PCOR_INPROGRESS: complete but for members
+ * not known here yet.
+ */
+int pcori_members_snapshot(pcori_member_t ***members_p, int *n_p);
+void pcori_members_free(pcori_member_t **members, int n);
+/*
+ * A peer left through pcor_finalize.  Its last acks may still be on the
+ * fabric, overtaken by the directory's news: it is lost once its BYE
+ * arrives (sent after them), or after a grace period.
+ */
+void pcori_peer_leaving(int pid);
+/* Lose peers whose grace period is over.  Returns how many. */
+int pcori_peers_reap(void);
+/* Tell every peer we talked to that we leave (after our last acks). */
+void pcori_peers_bye(void);
+/* No control message or ack is queued or on its way to a port. */
+bool pcori_ctl_drained(void);
 
 /* Send to another process (arguments validated by the caller). */
 int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
@@ -342,10 +425,16 @@ int pcori_timers_run(void);
 int64_t pcori_timers_next(void);
 /* Send acknowledgements now (force) or those that are due. */
 int pcori_acks_flush(bool force);
-/* Fail every message of a stream / reception from a lost peer. */
-void pcori_txstream_fail(pcori_txstream_t *ts);
-void pcori_rx_fail(pcori_peer_t *peer);
-/* Control messages (remote thread creation). */
+/*
+ * Fail every message of a stream (resync: the peer lives on, so the next
+ * message tells it to start afresh) / what is being received from a peer.
+ */
+void pcori_txstream_fail(pcori_txstream_t *ts, int status, bool resync);
+void pcori_rx_fail(pcori_peer_t *peer, int status);
+/* Control messages (remote thread creation, leaving). */
+#define PCORI_CTRL_SPAWN 1u
+#define PCORI_CTRL_SPAWNED 2u
+#define PCORI_CTRL_BYE 3u
 void pcori_ctrl_recv(pcori_peer_t *peer, const pcori_wire_hdr_t *h,
 		     const uint8_t *payload);
 int pcori_ctrl_send(pcori_peer_t *peer, uint32_t op, const void *body,

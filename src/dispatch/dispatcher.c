@@ -152,7 +152,9 @@ static void *rx_main(void *arg)
 			idle_since = pcori_now_ns();
 			continue;
 		}
+		/* Not idle while a rendezvous moves: its data needs us. */
 		if (p->mode == PCORI_DISPATCH_POLL ||
+		    atomic_load_explicit(&p->busy, memory_order_relaxed) ||
 		    (p->mode == PCORI_DISPATCH_ADAPTIVE &&
 		     pcori_now_ns() - idle_since <
 			     (uint64_t)pcori_net.spin_ns)) {
@@ -220,6 +222,7 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 		return PCOR_ERR_INVAL;
 	}
 	n->force_stream = !strcmp(cfg->rndv, "stream");
+	n->one_host = boot->one_host && !boot->spawned;
 	n->frag_size = (size_t)cfg->frag_size;
 	n->eager_max = PCORI_MIN((size_t)cfg->eager_max,
 				 PCORI_FRAG_WINDOW * n->frag_size);
@@ -230,6 +233,7 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 	n->lim.nprocs = pcori_rt.nprocs;
 	pcori_lock_init(&n->peers_lock);
 	pcori_lock_init(&n->timer_lock);
+	pcori_lock_init(&n->routes_lock);
 	pcori_list_init(&n->timers);
 	pcori_list_init(&n->readq);
 
@@ -326,7 +330,15 @@ void pcori_net_quiesce(void)
 		}
 		pcori_drive_end(false);
 	}
-	pcori_acks_flush(true);
+	/*
+	 * The BYE goes last, after every ack, queued or being sent by
+	 * another thread: a peer fails what is unacked when it arrives.
+	 */
+	do {
+		pcori_acks_flush(true);
+		pcori_progress();
+	} while (!pcori_ctl_drained() && pcori_now_ns() < end);
+	pcori_peers_bye();
 	while (pcori_timers_next() == 0 && pcori_now_ns() < end)
 		pcori_progress();
 	if (left)
@@ -362,7 +374,8 @@ void pcori_net_fini(void)
 		PCORI_INFO(PCORI_SUB_DISPATCH,
 			   "port %d: rx %llu tx %llu bad headers %llu nacks "
 			   "sent %llu received %llu resends %llu duplicates "
-			   "%llu queue full %llu reads %llu",
+			   "%llu held %llu queue full %llu reads %llu "
+			   "forwarded %llu forward drops %llu",
 			   i, (unsigned long long)st->rx,
 			   (unsigned long long)st->tx,
 			   (unsigned long long)st->bad_hdr,
@@ -370,8 +383,11 @@ void pcori_net_fini(void)
 			   (unsigned long long)st->nack_rcvd,
 			   (unsigned long long)st->retx,
 			   (unsigned long long)st->dup,
+			   (unsigned long long)st->held,
 			   (unsigned long long)st->eagain,
-			   (unsigned long long)st->rma_reads);
+			   (unsigned long long)st->rma_reads,
+			   (unsigned long long)st->fwd,
+			   (unsigned long long)st->fwd_drop);
 		p->ops->close(p);
 	}
 	memset(&pcori_net, 0, sizeof(pcori_net));

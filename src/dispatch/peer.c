@@ -79,27 +79,181 @@ pcori_peer_t *pcori_peer_get(int pid)
 	return p;
 }
 
-/* Pick our first port that shares a network with one of the peer's. */
-static int route(pcori_peer_t *peer, const pcori_member_t *m)
+/* ------------------------------------------------------------ routes */
+
+typedef struct retired_route {
+	struct retired_route *next;
+	pcori_route_t *r;
+} retired_route_t;
+
+void pcori_members_free(pcori_member_t **members, int n)
 {
-	for (int i = 0; i < pcori_net.nports; i++) {
-		pcori_port_t *p = pcori_net.ports[i];
-		for (int j = 0; j < m->nports; j++) {
-			if (strcmp(p->info.network, m->ports[j].network))
-				continue;
-			uint64_t dest;
-			int rc = p->ops->insert_addr(p, &m->ports[j], &dest);
-			if (rc)
-				return rc;
-			peer->dest = dest;
-			peer->port = p;
-			PCORI_INFO(PCORI_SUB_DISPATCH,
-				   "peer %d: reached through port %d (%s)",
-				   peer->pid, p->index, p->info.network);
-			return PCOR_OK;
+	for (int i = 0; members && i < n; i++)
+		free(members[i]);
+	free(members);
+}
+
+int pcori_members_snapshot(pcori_member_t ***members_p, int *n_p)
+{
+	int n = atomic_load(&pcori_rt.nprocs);
+	pcori_member_t **m = calloc((size_t)n, sizeof(*m));
+	bool incomplete = false;
+	if (!m)
+		return PCOR_ERR_NOMEM;
+	for (int pid = 0; pid < n; pid++) {
+		pcori_member_t *e = malloc(sizeof(*e));
+		if (!e) {
+			pcori_members_free(m, n);
+			return PCOR_ERR_NOMEM;
+		}
+		int lrc = pcori_dir_lookup(pid, e);
+		if (lrc == PCOR_OK && e->state == PCORI_MEMBER_ALIVE) {
+			m[pid] = e;
+			continue;
+		}
+		free(e);
+		/* Not known here yet (joining, or not fetched): look again. */
+		if (lrc != PCOR_ERR_PEER_LOST && pid != pcori_rt.pid)
+			incomplete = true;
+	}
+	*members_p = m;
+	*n_p = n;
+	return incomplete ? PCOR_INPROGRESS : PCOR_OK;
+}
+
+/* Recompute the table.  routes_lock held. */
+static int table_build(void)
+{
+	PCORI_ASSERT_LOCKED(&pcori_net.routes_lock);
+	pcori_member_t **m;
+	int n;
+	int rc = pcori_members_snapshot(&m, &n);
+	/*
+	 * A partial view cannot prove a peer unreachable: peers keep their
+	 * routes until a complete one says otherwise.
+	 */
+	if (rc)
+		return rc;
+	bool incomplete = rc == PCOR_INPROGRESS;
+	pcori_route_entry_t *tab = calloc((size_t)n, sizeof(*tab));
+	if (!tab || (rc = pcori_route_compute((const pcori_member_t *const *)m,
+					      n, pcori_rt.pid, tab))) {
+		free(tab);
+		pcori_members_free(m, n);
+		return rc ? rc : PCOR_ERR_NOMEM;
+	}
+	pcori_members_free(pcori_net.rmembers, pcori_net.nroutes);
+	free(pcori_net.rtab);
+	pcori_net.rmembers = m;
+	pcori_net.rtab = tab;
+	pcori_net.nroutes = n;
+	/* Built from a partial view: usable, but rebuilt on next use. */
+	if (incomplete)
+		return PCOR_INPROGRESS;
+	if (pcori_log_enabled(PCORI_LOG_INFO, PCORI_SUB_ROUTE))
+		for (int pid = 0; pid < n; pid++)
+			if (pid != pcori_rt.pid)
+				PCORI_INFO(PCORI_SUB_ROUTE,
+					   "route to %d: next hop %d, %d hops, "
+					   "cost %d, our port %d",
+					   pid, tab[pid].next_hop, tab[pid].hops,
+					   tab[pid].cost, tab[pid].port);
+	return PCOR_OK;
+}
+
+/* The address of info on port p for peer (inserted once per port). */
+static int dest_of(pcori_peer_t *peer, pcori_port_t *p,
+		   const pcori_port_info_t *info, uint64_t *dest_p)
+{
+	int rc = PCOR_OK;
+	pcori_lock(&peer->lock);
+	if (!(peer->has_dest & (1u << p->index))) {
+		rc = p->ops->insert_addr(p, info, &peer->dest_by_port[p->index]);
+		if (rc == PCOR_OK)
+			peer->has_dest |= (uint16_t)(1u << p->index);
+	}
+	*dest_p = peer->dest_by_port[p->index];
+	pcori_unlock(&peer->lock);
+	return rc;
+}
+
+/* What the table says about pid, copied out.  false: no route. */
+static bool table_entry(int pid, pcori_route_entry_t *e_p,
+			pcori_port_info_t *hop_port_p)
+{
+	bool ok = false;
+	pcori_lock(&pcori_net.routes_lock);
+	if ((!pcori_net.rtab || pid >= pcori_net.nroutes ||
+	     atomic_load(&pcori_net.routes_stale)) &&
+	    table_build() == PCOR_OK)
+		atomic_store(&pcori_net.routes_stale, false);
+	if (pcori_net.rtab && pid < pcori_net.nroutes &&
+	    pcori_net.rtab[pid].next_hop >= 0) {
+		*e_p = pcori_net.rtab[pid];
+		const pcori_member_t *hop = pcori_net.rmembers[e_p->next_hop];
+		if (hop && e_p->peer_port >= 0 && e_p->port >= 0 &&
+		    e_p->port < pcori_net.nports) {
+			*hop_port_p = hop->ports[e_p->peer_port];
+			ok = true;
 		}
 	}
-	return PCOR_ERR_UNREACHABLE;
+	pcori_unlock(&pcori_net.routes_lock);
+	return ok;
+}
+
+static void retire(pcori_route_t *r)
+{
+	retired_route_t *t = malloc(sizeof(*t));
+	if (!t)
+		return; /* leaks one small route rather than risk a reader */
+	pcori_lock(&pcori_net.routes_lock);
+	t->r = r;
+	t->next = pcori_net.retired_routes;
+	pcori_net.retired_routes = t;
+	pcori_unlock(&pcori_net.routes_lock);
+}
+
+/*
+ * Put peer on the table's route.  Indirect routes reuse the next hop's
+ * own (direct) address.  PCOR_OK, or PCOR_ERR_UNREACHABLE.
+ */
+static int route_set(pcori_peer_t *peer)
+{
+	pcori_route_entry_t e;
+	pcori_port_info_t hop_port;
+	if (!table_entry(peer->pid, &e, &hop_port))
+		return PCOR_ERR_UNREACHABLE;
+	pcori_port_t *p = pcori_net.ports[e.port];
+	uint64_t dest;
+	int rc;
+	if (e.next_hop == peer->pid) {
+		rc = dest_of(peer, p, &hop_port, &dest);
+	} else {
+		pcori_peer_t *hop = pcori_peer_get(e.next_hop);
+		rc = hop ? pcori_peer_ready(hop) : PCOR_ERR_UNREACHABLE;
+		pcori_route_t *hr = hop ? pcori_peer_route(hop) : NULL;
+		if (rc == PCOR_OK && (!hr || hr->hops != 1 || hr->port != p))
+			rc = PCOR_ERR_UNREACHABLE;
+		if (rc == PCOR_OK)
+			dest = hr->dest;
+	}
+	if (rc)
+		return rc == PCOR_ERR_PEER_LOST ? PCOR_ERR_UNREACHABLE : rc;
+	pcori_route_t *cur = pcori_peer_route(peer);
+	if (cur && cur->port == p && cur->dest == dest &&
+	    cur->next_hop == e.next_hop && cur->hops == e.hops)
+		return PCOR_OK;
+	pcori_route_t *r = malloc(sizeof(*r));
+	if (!r)
+		return PCOR_ERR_NOMEM;
+	*r = (pcori_route_t){p, dest, e.next_hop, e.hops, e.link_class};
+	pcori_route_t *old = atomic_exchange(&peer->route, r);
+	if (old)
+		retire(old);
+	PCORI_INFO(PCORI_SUB_ROUTE,
+		   "peer %d: through port %d (%s), next hop %d, %d hops",
+		   peer->pid, p->index, p->info.network, e.next_hop, e.hops);
+	return PCOR_OK;
 }
 
 int pcori_peer_ready(pcori_peer_t *peer)
@@ -109,28 +263,104 @@ int pcori_peer_ready(pcori_peer_t *peer)
 		return PCOR_OK;
 	if (st == PCORI_PEER_LOST)
 		return PCOR_ERR_PEER_LOST;
-	int rc;
-	pcori_lock(&peer->lock);
-	st = atomic_load(&peer->state);
-	if (st == PCORI_PEER_NEW) {
+	int rc = route_set(peer);
+	if (rc == PCOR_ERR_UNREACHABLE) {
+		/* Gone from the directory, or only out of reach? */
 		pcori_member_t *m = malloc(sizeof(*m));
-		rc = m ? pcori_dir_lookup(peer->pid, m) : PCOR_ERR_NOMEM;
-		if (rc == PCOR_OK)
-			rc = route(peer, m);
+		int lrc = m ? pcori_dir_lookup(peer->pid, m) : PCOR_ERR_NOMEM;
 		free(m);
-		if (rc == PCOR_OK)
-			atomic_store(&peer->state, PCORI_PEER_READY);
-		else if (rc == PCOR_ERR_PEER_LOST)
+		if (lrc == PCOR_ERR_PEER_LOST) {
 			atomic_store(&peer->state, PCORI_PEER_LOST);
-	} else {
-		rc = st == PCORI_PEER_READY ? PCOR_OK : PCOR_ERR_PEER_LOST;
+			return PCOR_ERR_PEER_LOST;
+		}
+		if (lrc == PCOR_ERR_NOPEER)
+			return PCOR_ERR_NOPEER;
+		/* Alive, just learnt of: the table may predate it. */
+		if (lrc == PCOR_OK) {
+			pcori_routes_stale();
+			rc = route_set(peer);
+		}
+		if (rc)
+			return rc;
 	}
-	pcori_unlock(&peer->lock);
+	if (rc == PCOR_OK) {
+		int expect = PCORI_PEER_NEW;
+		atomic_compare_exchange_strong(&peer->state, &expect,
+					       PCORI_PEER_READY);
+		if (expect == PCORI_PEER_LOST)
+			return PCOR_ERR_PEER_LOST;
+	}
 	return rc;
 }
 
+void pcori_routes_stale(void)
+{
+	atomic_store(&pcori_net.routes_retry_ns, 0);
+	atomic_store(&pcori_net.routes_stale, true);
+	pcori_dispatch_kick();
+}
+
+static void peer_fail(int pid, int status, bool permanent);
+
+/*
+ * Move a peer in use onto the table's route, or fail what involves it.
+ * A peer that left or died keeps its last route: the leaving and loss
+ * paths settle its traffic (its last acks may still be on the way).
+ */
+static void reroute(pcori_peer_t *p)
+{
+	if (route_set(p) != PCOR_ERR_UNREACHABLE)
+		return;
+	pcori_member_t *m = malloc(sizeof(*m));
+	int lrc = m ? pcori_dir_lookup(p->pid, m) : PCOR_ERR_NOMEM;
+	free(m);
+	if (lrc != PCOR_ERR_PEER_LOST)
+		peer_fail(p->pid, PCOR_ERR_UNREACHABLE, false);
+}
+
+int pcori_routes_rebuild(void)
+{
+	pcori_lock(&pcori_net.routes_lock);
+	int rc = table_build();
+	if (rc == PCOR_OK)
+		atomic_store(&pcori_net.routes_stale, false);
+	else /* the view is partial or failed: not again at once */
+		atomic_store(&pcori_net.routes_retry_ns,
+			     pcori_now_ns() + 10000000u);
+	pcori_unlock(&pcori_net.routes_lock);
+	/*
+	 * A partial view cannot prove a peer unreachable: peers keep their
+	 * routes until a complete one says otherwise.
+	 */
+	if (rc)
+		return rc;
+	/* Move every peer in use onto its new route (or fail it). */
+	int np = atomic_load(&pcori_net.npeers);
+	pcori_peer_t **arr = atomic_load(&pcori_net.peers);
+	for (int i = 0; i < np; i++) {
+		pcori_peer_t *p = arr[i];
+		if (!p || atomic_load(&p->state) != PCORI_PEER_READY)
+			continue;
+		/* Direct peers first, so indirect ones find their hop ready. */
+		pcori_route_t *r = pcori_peer_route(p);
+		if (r && r->hops != 1)
+			continue;
+		reroute(p);
+	}
+	for (int i = 0; i < np; i++) {
+		pcori_peer_t *p = arr[i];
+		if (!p || atomic_load(&p->state) != PCORI_PEER_READY)
+			continue;
+		pcori_route_t *r = pcori_peer_route(p);
+		if (r && r->hops == 1)
+			continue;
+		reroute(p);
+	}
+	return PCOR_OK;
+}
+
 /* Posted receives naming the lost pid can never be satisfied now. */
-static void fail_posted(int pid)
+static void fail_posted(int pid, int status)
 {
 	for (int t = 0; t < pcori_msg.nmq; t++) {
 		pcori_mq_t *mq = &pcori_msg.mqs[t];
@@ -154,30 +384,101 @@ static void fail_posted(int pid)
 			pcori_list_remove(n);
 			pcori_req_complete(PCORI_CONTAINER_OF(n, pcori_req_t,
 							      link),
-					   PCOR_ERR_PEER_LOST);
+					   status);
 		}
 	}
 }
 
-void pcori_peer_lost(int pid)
+/*
+ * Fail everything that involves pid.  permanent: it is gone for good.
+ * Otherwise it lives on out of reach: its streams resynchronise if a
+ * route comes back.
+ */
+static void peer_fail(int pid, int status, bool permanent)
 {
 	if (!pcori_net.up || pid == pcori_rt.pid)
 		return;
 	pcori_peer_t *peer = pcori_peer_get(pid);
 	if (!peer)
 		return;
-	if (atomic_exchange(&peer->state, PCORI_PEER_LOST) == PCORI_PEER_LOST)
-		return;
-	PCORI_INFO(PCORI_SUB_DISPATCH, "peer %d lost: failing what involves it",
-		   pid);
+	if (permanent) {
+		if (atomic_exchange(&peer->leave_ns, 0))
+			atomic_fetch_sub(&pcori_net.nleaving, 1);
+		if (atomic_exchange(&peer->state, PCORI_PEER_LOST) ==
+		    PCORI_PEER_LOST)
+			return;
+	} else {
+		int expect = PCORI_PEER_READY;
+		if (!atomic_compare_exchange_strong(&peer->state, &expect,
+						    PCORI_PEER_NEW))
+			return;
+		pcori_route_t *old = atomic_exchange(&peer->route, NULL);
+		if (old)
+			retire(old);
+	}
+	PCORI_INFO(PCORI_SUB_DISPATCH, "peer %d %s: failing what involves it",
+		   pid, permanent ? "lost" : "out of reach");
 	for (int t = 0; t < pcori_rt.max_threads; t++) {
 		pcori_txstream_t *ts = atomic_load(&peer->tx[t]);
 		if (ts)
-			pcori_txstream_fail(ts);
+			pcori_txstream_fail(ts, status, !permanent);
 	}
-	pcori_rx_fail(peer);
-	fail_posted(pid);
-	pcori_spawn_peer_lost(pid);
+	pcori_rx_fail(peer, status);
+	fail_posted(pid, status);
+	if (permanent)
+		pcori_spawn_peer_lost(pid);
+}
+
+void pcori_peer_lost(int pid)
+{
+	peer_fail(pid, PCOR_ERR_PEER_LOST, true);
+}
+
+/* Long enough for anything the leaver sent to have arrived. */
+#define LEAVE_GRACE_NS 2000000000ull
+
+void pcori_peer_leaving(int pid)
+{
+	if (!pcori_net.up)
+		return;
+	pcori_peer_t *peer = pcori_peer_get(pid);
+	if (!peer || atomic_load(&peer->state) == PCORI_PEER_LOST)
+		return;
+	uint64_t zero = 0;
+	if (atomic_compare_exchange_strong(&peer->leave_ns, &zero,
+					   pcori_now_ns() + LEAVE_GRACE_NS))
+		atomic_fetch_add(&pcori_net.nleaving, 1);
+	pcori_dispatch_kick();
+}
+
+int pcori_peers_reap(void)
+{
+	if (!atomic_load_explicit(&pcori_net.nleaving, memory_order_relaxed))
+		return 0;
+	int n = 0, np = atomic_load(&pcori_net.npeers);
+	pcori_peer_t **arr = atomic_load(&pcori_net.peers);
+	uint64_t now = pcori_now_ns();
+	for (int i = 0; i < np; i++) {
+		pcori_peer_t *p = arr[i];
+		uint64_t t = p ? atomic_load(&p->leave_ns) : 0;
+		if (t && t <= now) {
+			pcori_peer_lost(p->pid);
+			n++;
+		}
+	}
+	return n;
+}
+
+void pcori_peers_bye(void)
+{
+	int np = atomic_load(&pcori_net.npeers);
+	pcori_peer_t **arr = atomic_load(&pcori_net.peers);
+	for (int i = 0; i < np; i++) {
+		pcori_peer_t *p = arr[i];
+		if (p && atomic_load(&p->state) == PCORI_PEER_READY &&
+		    pcori_peer_route(p))
+			pcori_ctrl_send(p, PCORI_CTRL_BYE, NULL, 0);
+	}
 }
 
 /* Free one peer and what it still holds (finalize: ports are closed). */
@@ -203,6 +504,11 @@ static void peer_free(pcori_peer_t *p)
 		}
 		pcori_rxstream_t *rs = p->rx[t];
 		if (rs) {
+			while (!pcori_list_empty(&rs->held)) {
+				pcori_list_t *n = rs->held.next;
+				pcori_list_remove(n);
+				free(n); /* the link is a held frame's first field */
+			}
 			if (rs->active && rs->req && rs->req->buf &&
 			    rs->req->kind == PCORI_REQ_RECV_DMA)
 				pcori_dma_free(rs->req->buf);
@@ -216,6 +522,7 @@ static void peer_free(pcori_peer_t *p)
 		pcori_dma_free(v->own_dma);
 		free(v);
 	}
+	free(atomic_load(&p->route));
 	free((void *)p->tx);
 	free(p->rx);
 	free(p);
@@ -237,4 +544,12 @@ void pcori_peers_fini(void)
 	}
 	atomic_store(&pcori_net.peers, NULL);
 	atomic_store(&pcori_net.npeers, 0);
+	while (pcori_net.retired_routes) {
+		retired_route_t *t = pcori_net.retired_routes;
+		pcori_net.retired_routes = t->next;
+		free(t->r);
+		free(t);
+	}
+	pcori_members_free(pcori_net.rmembers, pcori_net.nroutes);
+	free(pcori_net.rtab);
 }

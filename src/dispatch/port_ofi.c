@@ -43,6 +43,8 @@ typedef struct ofi_rxbuf {
 	ofi_port_t *port;
 	void *buf;
 	size_t len;
+	bool posted;
+	bool single; /* takes one message even on a multi-receive port */
 } ofi_rxbuf_t;
 
 struct ofi_port {
@@ -62,6 +64,9 @@ struct ofi_port {
 	bool waitable;   /* the CQ has a file-descriptor wait object */
 	int nrx;
 	ofi_rxbuf_t *rx;
+	int unposted;       /* buffers a full provider refused back */
+	bool told_unposted;
+	ofi_rxbuf_t rescue; /* drains the provider's queue meanwhile */
 	_Atomic uint64_t next_key;
 };
 
@@ -82,7 +87,7 @@ static int post_rx(ofi_port_t *p, ofi_rxbuf_t *b)
 	ssize_t rc = 0;
 	/* The queue is sized far above what we post: AGAIN is transient. */
 	for (int tries = 0; tries < 1000; tries++) {
-		if (p->multi_recv) {
+		if (!b->single) {
 			struct iovec iov = {b->buf, b->len};
 			struct fi_msg msg = {.msg_iov = &iov,
 					     .iov_count = 1,
@@ -96,9 +101,41 @@ static int post_rx(ofi_port_t *p, ofi_rxbuf_t *b)
 		if (rc != -FI_EAGAIN)
 			break;
 	}
-	return rc ? fi_status((int)rc, "post receive", p) : PCOR_OK;
+	if (!rc) {
+		b->posted = true;
+		return PCOR_OK;
+	}
+	/*
+	 * A provider whose receive entries are all taken by unexpected
+	 * messages (shm) refuses new buffers: keep this one for a retry
+	 * rather than lose it, and say so once.
+	 */
+	p->unposted++;
+	if (!p->told_unposted && b != &p->rescue) {
+		p->told_unposted = true;
+		return fi_status((int)rc, "post receive (will retry)", p);
+	}
+	return rc == -FI_EAGAIN ? PCOR_ERR_AGAIN : PCOR_ERR_NOMEM;
 }
 
+/*
+ * Retry refused buffers.  While multi-receive buffers are refused, a
+ * single-message receive still matches an unexpected message without a
+ * new provider entry: it frees entries one message at a time.
+ */
+static void repost_rx(ofi_port_t *p)
+{
+	int nbuf = p->multi_recv ? OFI_SLABS : OFI_SINGLE_BUFS;
+	p->unposted = 0;
+	for (int i = 0; i < nbuf; i++)
+		if (!p->rx[i].posted)
+			post_rx(p, &p->rx[i]);
+	if (p->unposted && p->multi_recv && !p->rescue.posted) {
+		p->unposted++;
+		post_rx(p, &p->rescue);
+		p->unposted--;
+	}
+}
 static int ofi_insert_addr(pcori_port_t *bp, const pcori_port_info_t *peer,
 			   uint64_t *dest_p)
 {
@@ -185,6 +222,16 @@ static void ofi_unexpose(pcori_port_t *bp, void *reg)
 		fi_close(&((struct fid_mr *)reg)->fid);
 }
 
+/* A receive completed: give its buffer back once the provider has. */
+static void rx_done(ofi_port_t *p, ofi_rxbuf_t *b, uint64_t flags)
+{
+	if (b->single || (flags & FI_MULTI_RECV)) {
+		b->posted = false;
+		if (b != &p->rescue)
+			post_rx(p, b);
+	}
+}
+
 static void handle_error(ofi_port_t *p)
 {
 	struct fi_cq_err_entry e;
@@ -201,8 +248,7 @@ static void handle_error(ofi_port_t *p)
 			PCORI_WARN(PCORI_SUB_DISPATCH,
 				   "port %d: receive error: %s", p->base.index,
 				   fi_strerror(e.err));
-			if (!p->multi_recv || (e.flags & FI_MULTI_RECV))
-				post_rx(p, (ofi_rxbuf_t *)ctx);
+			rx_done(p, (ofi_rxbuf_t *)ctx, e.flags);
 		}
 		break;
 	case PCORI_CTX_TX:
@@ -223,6 +269,8 @@ static int ofi_progress(pcori_port_t *bp, int timeout_ms)
 	ofi_port_t *p = (ofi_port_t *)bp;
 	struct fi_cq_data_entry ev[OFI_CQ_BATCH];
 	ssize_t n;
+	if (p->unposted)
+		repost_rx(p);
 	if (timeout_ms > 0 && p->waitable) {
 		n = fi_cq_sread(p->cq, ev, OFI_CQ_BATCH, NULL, timeout_ms);
 	} else {
@@ -250,11 +298,10 @@ static int ofi_progress(pcori_port_t *bp, int timeout_ms)
 		switch (ctx->kind) {
 		case PCORI_CTX_RX: {
 			ofi_rxbuf_t *b = (ofi_rxbuf_t *)ctx;
-			const void *data = p->multi_recv ? ev[i].buf : b->buf;
+			const void *data = b->single ? b->buf : ev[i].buf;
 			if (ev[i].len)
 				pcori_port_recv(bp, data, ev[i].len);
-			if (!p->multi_recv || (ev[i].flags & FI_MULTI_RECV))
-				post_rx(p, b);
+			rx_done(p, b, ev[i].flags);
 			break;
 		}
 		case PCORI_CTX_TX:
@@ -296,6 +343,7 @@ static void ofi_close(pcori_port_t *bp)
 			free(p->rx[i].buf);
 		free(p->rx);
 	}
+	free(p->rescue.buf);
 	if (p->info)
 		fi_freeinfo(p->info);
 	free(p);
@@ -366,10 +414,22 @@ static struct fi_info *make_hints(const char *provider, bool multi_recv)
 	return h;
 }
 
-/* Is this domain wanted by PCOR_IFACES (comma list; empty: all)? */
-static bool iface_wanted(const char *domain)
+/*
+ * Is this domain wanted by PCOR_IFACES (comma list)?  Empty: all of them,
+ * or, for a job that runs on one host, only those that stay on it (a
+ * device port would only add a dispatcher competing for the cores).
+ */
+static bool iface_wanted(const struct fi_info *fi)
 {
 	const char *want = pcori_rt.cfg.ifaces;
+	const char *domain = fi->domain_attr->name;
+	if (!want[0] && pcori_net.one_host) {
+		const char *fab = fi->fabric_attr->name ? fi->fabric_attr->name
+							: "";
+		return !strncmp(fab, "127.", 4) || !strcmp(fab, "shm") ||
+		       (domain && !strcmp(domain, "lo")) ||
+		       !fi->fabric_attr->name;
+	}
 	if (!want[0] || !domain)
 		return true;
 	size_t n = strlen(domain);
@@ -395,7 +455,12 @@ static int open_one(struct fi_info *fi, const char *provider, int index,
 	atomic_init(&p->next_key, 1000);
 	p->info = fi_dupinfo(fi);
 	p->virt_addr = fi->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
-	p->multi_recv = fi->caps & FI_MULTI_RECV;
+	/*
+	 * rxd (libfabric 1.17) hands out frames of a multi-receive slab after
+	 * releasing it: under load we saw truncated and corrupted frames.
+	 * It gets single-fragment buffers.
+	 */
+	p->multi_recv = (fi->caps & FI_MULTI_RECV) && !strstr(provider, "rxd");
 	int rc;
 	const char *step;
 
@@ -481,6 +546,7 @@ static int open_one(struct fi_info *fi, const char *provider, int index,
 		p->rx[i].ctx.kind = PCORI_CTX_RX;
 		p->rx[i].port = p;
 		p->rx[i].len = blen;
+		p->rx[i].single = !p->multi_recv;
 		p->rx[i].buf = aligned_alloc(PCORI_CACHELINE, blen);
 		if (!p->rx[i].buf) {
 			rc = -FI_ENOMEM;
@@ -491,6 +557,15 @@ static int open_one(struct fi_info *fi, const char *provider, int index,
 			ofi_close(&p->base);
 			return prc;
 		}
+	}
+	p->rescue = (ofi_rxbuf_t){.ctx.kind = PCORI_CTX_RX,
+				  .port = p,
+				  .len = msgmax,
+				  .single = true};
+	if (p->multi_recv &&
+	    !(p->rescue.buf = aligned_alloc(PCORI_CACHELINE, msgmax))) {
+		rc = -FI_ENOMEM;
+		goto err;
 	}
 
 	pcori_port_info_t *info = &p->base.info;
@@ -543,7 +618,7 @@ int pcori_port_ofi_open(const char *provider, int index,
 	char seen[PCORI_MAX_PORTS][64];
 	for (struct fi_info *fi = info; fi && n < max; fi = fi->next) {
 		const char *dom = fi->domain_attr->name;
-		if (!iface_wanted(dom))
+		if (!iface_wanted(fi))
 			continue;
 		if (fi->addr_format == FI_SOCKADDR_IN6)
 			continue;

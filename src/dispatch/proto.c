@@ -37,6 +37,7 @@
 #define BACKOFF_MIN_US 100u
 #define BACKOFF_MAX_US 50000u
 #define READ_CHUNK ((size_t)8 << 20)
+#define GAP_HELD 32u          /* frames held behind a gap before asking */
 
 pcori_net_t pcori_net;
 
@@ -72,13 +73,18 @@ static struct {
 	pcori_lock_t lock; /* guards list */
 	pcori_list_t list;
 	_Atomic int n;
+	_Atomic size_t bytes; /* queued, for the forwarding bound */
 } ctlq = {.lock = PCORI_LOCK_INITIALIZER, .list = {&ctlq.list, &ctlq.list}};
+
+/* Frames a gateway keeps queued for the next hop at most (then drops). */
+#define FWD_QUEUE_MAX ((size_t)64 << 20)
 
 static void ctlq_push(ctlmsg_t *c)
 {
 	pcori_lock(&ctlq.lock);
 	pcori_list_push_back(&ctlq.list, &c->link);
 	atomic_fetch_add(&ctlq.n, 1);
+	atomic_fetch_add(&ctlq.bytes, c->len);
 	pcori_unlock(&ctlq.lock);
 	pcori_dispatch_kick();
 }
@@ -90,7 +96,10 @@ static void ctlq_push(ctlmsg_t *c)
 static int ctl_post(pcori_peer_t *peer, const uint8_t *hdr, const void *body,
 		    size_t blen)
 {
-	pcori_port_t *p = peer->port;
+	pcori_route_t *rt = pcori_peer_route(peer);
+	if (!rt)
+		return PCOR_ERR_UNREACHABLE;
+	pcori_port_t *p = rt->port;
 	size_t len = PCORI_WIRE_HDR_SIZE + blen;
 	int rc;
 	if (len <= p->inject_max && len <= 512) {
@@ -98,7 +107,7 @@ static int ctl_post(pcori_peer_t *peer, const uint8_t *hdr, const void *body,
 		memcpy(tmp, hdr, PCORI_WIRE_HDR_SIZE);
 		if (blen)
 			memcpy(tmp + PCORI_WIRE_HDR_SIZE, body, blen);
-		rc = p->ops->inject(p, peer->dest, tmp, len);
+		rc = p->ops->inject(p, rt->dest, tmp, len);
 		if (rc != PCOR_ERR_AGAIN)
 			return rc;
 	}
@@ -113,7 +122,7 @@ static int ctl_post(pcori_peer_t *peer, const uint8_t *hdr, const void *body,
 		memcpy(c->buf + PCORI_WIRE_HDR_SIZE, body, blen);
 	if (len > p->inject_max) {
 		struct iovec iov = {c->buf, len};
-		rc = p->ops->sendv(p, peer->dest, &iov, 1, &c->ctx);
+		rc = p->ops->sendv(p, rt->dest, &iov, 1, &c->ctx);
 		if (rc == PCOR_OK)
 			return PCOR_OK;
 		if (rc != PCOR_ERR_AGAIN) {
@@ -135,20 +144,22 @@ static int ctlq_run(void)
 	while (!pcori_list_empty(&ctlq.list)) {
 		ctlmsg_t *c = PCORI_CONTAINER_OF(ctlq.list.next, ctlmsg_t,
 						 link);
-		pcori_port_t *p = c->peer->port;
+		pcori_route_t *rt = pcori_peer_route(c->peer);
+		pcori_port_t *p = rt ? rt->port : NULL;
 		int rc;
-		if (atomic_load(&c->peer->state) == PCORI_PEER_LOST) {
+		if (atomic_load(&c->peer->state) == PCORI_PEER_LOST || !rt) {
 			rc = PCOR_ERR_PEER_LOST;
 		} else if (c->len <= p->inject_max) {
-			rc = p->ops->inject(p, c->peer->dest, c->buf, c->len);
+			rc = p->ops->inject(p, rt->dest, c->buf, c->len);
 		} else {
 			struct iovec iov = {c->buf, c->len};
-			rc = p->ops->sendv(p, c->peer->dest, &iov, 1, &c->ctx);
+			rc = p->ops->sendv(p, rt->dest, &iov, 1, &c->ctx);
 		}
 		if (rc == PCOR_ERR_AGAIN)
 			break;
 		pcori_list_remove(&c->link);
 		atomic_fetch_sub(&ctlq.n, 1);
+		atomic_fetch_sub(&ctlq.bytes, c->len);
 		/* A sendv'd message is freed at its completion. */
 		if (rc != PCOR_OK || c->len <= p->inject_max)
 			free(c);
@@ -263,7 +274,10 @@ static void recv_finish(pcori_req_t *r, const pcori_mkey_t *k, size_t size,
 
 static void txm_free(pcori_txmsg_t *m)
 {
-	pcori_port_t *p = m->ts->peer->port;
+	/* Exposed (and kept busy) through the port of its first post. */
+	pcori_port_t *p = m->busy_port;
+	if (p)
+		atomic_fetch_sub(&p->busy, 1);
 	if (m->reg && p)
 		p->ops->unexpose(p, m->reg);
 	if (m->flags & PCORI_TXM_OWNDMA)
@@ -354,7 +368,10 @@ static void piggyback_undo(pcori_peer_t *peer, const pcori_wire_hdr_t *h)
 static int txm_post(pcori_txmsg_t *m)
 {
 	pcori_peer_t *peer = m->ts->peer;
-	pcori_port_t *p = peer->port;
+	pcori_route_t *rt = pcori_peer_route(peer);
+	if (!rt)
+		return PCOR_ERR_UNREACHABLE;
+	pcori_port_t *p = rt->port;
 	pcori_wire_hdr_t h;
 	int rc;
 
@@ -367,8 +384,12 @@ static int txm_post(pcori_txmsg_t *m)
 			hdr_for(m, &h, PCORI_W_RTS);
 			h.frag_len = PCORI_WIRE_RTS_SIZE;
 			h.cookie = txm_cookie(m);
+			if (m->ts->resync)
+				h.flags |= PCORI_WF_RESYNC;
 			pcori_wire_encode(&h, b);
+			/* Readable only where the receiver is one hop away. */
 			if (!pcori_net.force_stream && p->can_read && m->size &&
+			    rt->hops == 1 && p == m->busy_port &&
 			    p->ops->expose(p, m->data, m->size, &rts.addr,
 					   &rts.key, &m->reg) == PCOR_OK)
 				rts.flags = PCORI_RTS_READABLE;
@@ -376,11 +397,11 @@ static int txm_post(pcori_txmsg_t *m)
 			m->flags |= PCORI_TXM_BUILT;
 		}
 		if (len <= p->inject_max) {
-			rc = p->ops->inject(p, peer->dest, b, len);
+			rc = p->ops->inject(p, rt->dest, b, len);
 		} else {
 			struct iovec iov = {b, len};
 			atomic_fetch_add(&m->inflight, 1);
-			rc = p->ops->sendv(p, peer->dest, &iov, 1, &m->ctx);
+			rc = p->ops->sendv(p, rt->dest, &iov, 1, &m->ctx);
 			if (rc)
 				atomic_fetch_sub(&m->inflight, 1);
 		}
@@ -399,8 +420,11 @@ static int txm_post(pcori_txmsg_t *m)
 		hdr_for(m, &h, PCORI_W_DATA);
 		h.frag_idx = i;
 		h.frag_len = (uint32_t)flen;
-		if (i == 0)
+		if (i == 0) {
 			piggyback(peer, &h);
+			if (m->ts->resync)
+				h.flags |= PCORI_WF_RESYNC;
+		}
 		uint8_t *hb = m->hdrs + (size_t)i * PCORI_WIRE_HDR_SIZE;
 		pcori_wire_encode(&h, hb);
 		const char *src = (const char *)m->data + off;
@@ -409,7 +433,7 @@ static int txm_post(pcori_txmsg_t *m)
 			if (flen <= 256) {
 				memcpy(tmp, hb, PCORI_WIRE_HDR_SIZE);
 				memcpy(tmp + PCORI_WIRE_HDR_SIZE, src, flen);
-				rc = p->ops->inject(p, peer->dest, tmp,
+				rc = p->ops->inject(p, rt->dest, tmp,
 						    PCORI_WIRE_HDR_SIZE + flen);
 				goto posted;
 			}
@@ -417,7 +441,7 @@ static int txm_post(pcori_txmsg_t *m)
 		struct iovec iov[2] = {{hb, PCORI_WIRE_HDR_SIZE},
 				       {(void *)src, flen}};
 		atomic_fetch_add(&m->inflight, 1);
-		rc = p->ops->sendv(p, peer->dest, iov, flen ? 2 : 1, &m->ctx);
+		rc = p->ops->sendv(p, rt->dest, iov, flen ? 2 : 1, &m->ctx);
 		if (rc)
 			atomic_fetch_sub(&m->inflight, 1);
 posted:
@@ -431,6 +455,28 @@ posted:
 	}
 	m->flags |= PCORI_TXM_SENT;
 	return PCOR_OK;
+}
+
+static void timer_list(pcori_txstream_t *ts)
+{
+	pcori_lock(&pcori_net.timer_lock);
+	if (pcori_list_empty(&ts->timer_link)) {
+		pcori_list_push_back(&pcori_net.timers, &ts->timer_link);
+		atomic_fetch_add(&pcori_net.ntimers, 1);
+	}
+	pcori_unlock(&pcori_net.timer_lock);
+}
+
+/* Arm the retransmission timeout for the oldest unacknowledged. */
+static void rto_arm(pcori_txstream_t *ts)
+{
+	PCORI_ASSERT_LOCKED(&ts->lock);
+	uint64_t rto = (uint64_t)pcori_rt.cfg.rto_ms * 1000000u
+		       << PCORI_MIN(ts->rto_shift, 4u);
+	bool listed = ts->rto_ns || ts->resume_ns;
+	ts->rto_ns = pcori_now_ns() + rto;
+	if (!listed)
+		timer_list(ts);
 }
 
 static void timer_arm(pcori_txstream_t *ts, uint64_t when)
@@ -473,7 +519,11 @@ static int flush_waiting(pcori_txstream_t *ts)
 			continue;
 		}
 		pcori_list_push_back(&ts->sent, &m->link);
+		if (!ts->rto_ns)
+			rto_arm(ts);
 		n++;
+		if (ts->probing)
+			break; /* the rest when this one is acknowledged */
 	}
 	return n;
 }
@@ -541,11 +591,18 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 	m->hdrs = (uint8_t *)(m + 1);
 	pcori_list_init(&m->link);
 	pcori_list_init(&m->slink);
-	if (rndv)
+	if (rndv) {
 		m->flags |= PCORI_TXM_RNDV;
-	if (inline_copy) {
+		pcori_route_t *rt = pcori_peer_route(peer);
+		m->busy_port = rt ? rt->port : NULL;
+		if (m->busy_port)
+			atomic_fetch_add(&m->busy_port->busy, 1);
+	}
+	if (copy && !rndv) {
+		/* Eager copies live in the same allocation as the message. */
 		m->data = m->hdrs + hbytes;
-		memcpy(m->data, buf, len);
+		if (len)
+			memcpy(m->data, buf, len);
 	} else if (copy) {
 		/* A rendezvous copy must be readable: DMA memory. */
 		rc = pcori_dma_alloc(len, &m->data);
@@ -597,6 +654,7 @@ static void ack_upto(pcori_txstream_t *ts, uint32_t upto, pcori_list_t *dead,
 		if (!seq_lt(m->seq, upto))
 			break;
 		m->flags |= PCORI_TXM_ACKED;
+		ts->probing = false; /* the receiver takes messages again */
 		/* sendDMA rendezvous: the buffer is needed until FIN. */
 		bool wait_fin = (m->flags & PCORI_TXM_RNDV) &&
 				!(m->flags & PCORI_TXM_FINNED) &&
@@ -619,6 +677,13 @@ static void ack_upto(pcori_txstream_t *ts, uint32_t upto, pcori_list_t *dead,
 		/* else: provider completions outstanding; tx_done frees */
 	}
 	ts->backoff_us = BACKOFF_MIN_US;
+	ts->resync = false; /* the receiver follows us again */
+	/* Progress: the timeout restarts from now, or stops. */
+	ts->rto_shift = 0;
+	if (pcori_list_empty(&ts->sent))
+		ts->rto_ns = 0;
+	else
+		rto_arm(ts);
 }
 
 static void free_list(pcori_list_t *l)
@@ -640,11 +705,16 @@ static void on_ack(pcori_peer_t *peer, int32_t thid, uint32_t upto)
 	deferred_t d = {0};
 	pcori_list_init(&dead);
 	pcori_lock(&ts->lock);
+	bool was_probing = ts->probing;
 	ack_upto(ts, upto, &dead, &d);
+	if (was_probing && !ts->probing && !ts->resume_ns)
+		flush_waiting(ts);
 	pcori_unlock(&ts->lock);
 	run_deferred(&d);
 	free_list(&dead);
 }
+
+static void go_back(pcori_txstream_t *ts, uint32_t seq);
 
 static void on_nack(pcori_port_t *port, pcori_peer_t *peer, int32_t thid,
 		    uint32_t seq)
@@ -655,7 +725,20 @@ static void on_nack(pcori_port_t *port, pcori_peer_t *peer, int32_t thid,
 		return;
 	atomic_fetch_add_explicit(&port->st.nack_rcvd, 1, memory_order_relaxed);
 	pcori_lock(&ts->lock);
-	/* Go back: everything from seq on is resent, in order, later. */
+	go_back(ts, seq);
+	uint64_t when = pcori_now_ns() + (uint64_t)ts->backoff_us * 1000;
+	ts->backoff_us = PCORI_MIN(ts->backoff_us * 2, BACKOFF_MAX_US);
+	ts->probing = true;
+	timer_arm(ts, when);
+	pcori_unlock(&ts->lock);
+}
+
+/*
+ * Go back to seq: every posted message from there on returns to the
+ * front of the waiting list, in order, to be sent again.  Lock held.
+ */
+static void go_back(pcori_txstream_t *ts, uint32_t seq)
+{
 	pcori_list_t back;
 	pcori_list_init(&back);
 	pcori_list_t *pos, *tmp;
@@ -674,11 +757,9 @@ static void on_nack(pcori_port_t *port, pcori_peer_t *peer, int32_t thid,
 		ts->waiting.next->prev = back.prev;
 		ts->waiting.next = back.next;
 		back.next->prev = &ts->waiting;
-		uint64_t when = pcori_now_ns() + (uint64_t)ts->backoff_us * 1000;
-		ts->backoff_us = PCORI_MIN(ts->backoff_us * 2, BACKOFF_MAX_US);
-		timer_arm(ts, when);
 	}
-	pcori_unlock(&ts->lock);
+	if (pcori_list_empty(&ts->sent))
+		ts->rto_ns = 0;
 }
 
 /* Find a rendezvous message of a stream by its cookie.  Lock held. */
@@ -732,7 +813,14 @@ static void stream_post(pcori_txmsg_t *m)
 {
 	pcori_txstream_t *ts = m->ts;
 	pcori_peer_t *peer = ts->peer;
-	pcori_port_t *p = peer->port;
+	pcori_route_t *rt = pcori_peer_route(peer);
+	if (!rt) {
+		m->sfrag = m->send; /* the loss of the peer ends it */
+		if (!pcori_list_empty(&m->slink))
+			pcori_list_remove(&m->slink);
+		return;
+	}
+	pcori_port_t *p = rt->port;
 	while (m->sfrag < m->send) {
 		uint32_t i = m->sfrag;
 		size_t off, flen;
@@ -752,7 +840,7 @@ static void stream_post(pcori_txmsg_t *m)
 		struct iovec iov[2] = {{hb, PCORI_WIRE_HDR_SIZE},
 				       {(char *)m->data + off, flen}};
 		atomic_fetch_add(&m->inflight, 1);
-		int rc = p->ops->sendv(p, peer->dest, iov, 2, &m->ctx);
+		int rc = p->ops->sendv(p, rt->dest, iov, 2, &m->ctx);
 		if (rc) {
 			atomic_fetch_sub(&m->inflight, 1);
 			if (rc == PCOR_ERR_AGAIN) {
@@ -843,6 +931,7 @@ static pcori_rxstream_t *rxstream_of(pcori_peer_t *peer, int thid)
 		return NULL;
 	rs->thid = thid;
 	pcori_list_init(&rs->ack_link);
+	pcori_list_init(&rs->held);
 	peer->rx[thid] = rs;
 	return rs;
 }
@@ -862,6 +951,14 @@ static void ack_schedule(pcori_peer_t *peer, pcori_rxstream_t *rs,
 }
 
 /* Send due acks of one peer (all of them if force).  Returns count. */
+/* Threads between taking acks off a list and handing them to a port. */
+static _Atomic int acks_sending;
+
+bool pcori_ctl_drained(void)
+{
+	return !atomic_load(&acks_sending) && !atomic_load(&ctlq.n);
+}
+
 static int acks_flush_peer(pcori_peer_t *peer, uint64_t now, bool force)
 {
 	struct {
@@ -889,10 +986,15 @@ static int acks_flush_peer(pcori_peer_t *peer, uint64_t now, bool force)
 		out[n].upto = upto;
 		n++;
 	}
+	/* Counted before the lock goes: a BYE must not overtake these. */
+	if (n)
+		atomic_fetch_add(&acks_sending, 1);
 	pcori_unlock(&peer->rx_lock);
 	for (int i = 0; i < n; i++)
 		send_ctl(peer, PCORI_W_ACK, out[i].thid, out[i].upto, 0, 0,
 			 NULL);
+	if (n)
+		atomic_fetch_sub(&acks_sending, 1);
 	return n;
 }
 
@@ -988,32 +1090,152 @@ static int start_message(pcori_peer_t *peer, pcori_rxstream_t *rs,
 	return PCOR_OK;
 }
 
+/* A frame that arrived ahead of its turn, kept until its turn comes. */
+typedef struct held {
+	pcori_list_t link;
+	uint32_t seq;
+	size_t len;
+	uint8_t msg[];
+} held_t;
+
+static void held_free(held_t *f)
+{
+	atomic_fetch_sub_explicit(&pcori_msg.unexp_bytes, (int64_t)f->len,
+				  memory_order_relaxed);
+	free(f);
+}
+
+/* Drop every held frame of a stream.  Lock held. */
+static void held_clear(pcori_rxstream_t *rs)
+{
+	while (!pcori_list_empty(&rs->held)) {
+		held_t *f = PCORI_CONTAINER_OF(rs->held.next, held_t, link);
+		pcori_list_remove(&f->link);
+		held_free(f);
+	}
+	rs->nheld = 0;
+}
+
 static void refuse(pcori_port_t *port, pcori_peer_t *peer,
-		   const pcori_wire_hdr_t *h)
+		   pcori_rxstream_t *rs, const pcori_wire_hdr_t *h)
 {
 	atomic_fetch_add_explicit(&port->st.nack_sent, 1, memory_order_relaxed);
+	/* Everything from here on will be sent again, in order. */
+	rs->refused = true;
+	held_clear(rs);
 	send_ctl(peer, PCORI_W_NACK, h->src_thid, h->seq, 0, 0, NULL);
 }
 
-/* A new message must be the next of its stream. */
-static bool in_sequence(pcori_port_t *port, pcori_peer_t *peer,
-			pcori_rxstream_t *rs, const pcori_wire_hdr_t *h)
+typedef enum order_verdict { ORDER_NOW, ORDER_DUP, ORDER_DROP, ORDER_HOLD } order_verdict_t;
+
+/*
+ * Where a frame stands in its stream: its turn now, seen before, ahead
+ * of its turn (held), or following a refused message (dropped: it will
+ * be sent again).  Fabrics may reorder messages, so being ahead is not
+ * an error.  Lock held.
+ */
+static order_verdict_t in_order(const pcori_rxstream_t *rs,
+				const pcori_wire_hdr_t *h, bool first)
 {
-	if (h->seq == rs->expected && !rs->active)
+	uint32_t cur = rs->expected - 1; /* the message being assembled */
+	if (first) {
+		if (h->seq == rs->expected && !rs->active)
+			return ORDER_NOW;
+		if (seq_lt(h->seq, rs->expected))
+			return ORDER_DUP;
+	} else {
+		if (rs->active && h->seq == cur)
+			return ORDER_NOW;
+		if (seq_lt(h->seq, cur) || (!rs->active && h->seq == cur))
+			return ORDER_DUP;
+	}
+	return rs->refused ? ORDER_DROP : ORDER_HOLD;
+}
+
+/* Keep a copy of a frame ahead of its turn.  Lock held. */
+static void hold(pcori_port_t *port, pcori_peer_t *peer, pcori_rxstream_t *rs,
+		 const pcori_wire_hdr_t *h, const uint8_t *msg, size_t len)
+{
+	int64_t now = atomic_fetch_add_explicit(&pcori_msg.unexp_bytes,
+						(int64_t)len,
+						memory_order_relaxed);
+	held_t *f = now + (int64_t)len <= pcori_msg.unexp_max
+			    ? malloc(sizeof(*f) + len)
+			    : NULL;
+	if (!f) {
+		/* No room: make the sender go back to what we expect. */
+		atomic_fetch_sub_explicit(&pcori_msg.unexp_bytes, (int64_t)len,
+					  memory_order_relaxed);
+		pcori_wire_hdr_t want = *h;
+		want.seq = rs->active ? rs->expected - 1 : rs->expected;
+		refuse(port, peer, rs, &want);
+		return;
+	}
+	f->seq = h->seq;
+	f->len = len;
+	memcpy(f->msg, msg, len);
+	pcori_list_push_back(&rs->held, &f->link);
+	rs->nheld++;
+	atomic_fetch_add_explicit(&port->st.held, 1, memory_order_relaxed);
+	/*
+	 * Many frames behind one gap: the missing one was likely lost by
+	 * the fabric.  Ask for it now rather than at the sender's timeout
+	 * (once per gap; it comes back as a resend, the rest as duplicates).
+	 */
+	uint32_t missing = rs->active ? rs->expected - 1 : rs->expected;
+	if (rs->nheld >= GAP_HELD && rs->gap_nacked != missing + 1) {
+		rs->gap_nacked = missing + 1;
+		atomic_fetch_add_explicit(&port->st.nack_sent, 1,
+					  memory_order_relaxed);
+		send_ctl(peer, PCORI_W_NACK, h->src_thid, missing, 0, 0, NULL);
+	}
+}
+
+static void rs_abandon(pcori_peer_t *peer, pcori_rxstream_t *rs, int status,
+		       deferred_t *d);
+
+/* Sort out a frame by its place in the stream; true: process it now. */
+static bool sequence(pcori_port_t *port, pcori_peer_t *peer,
+		     pcori_rxstream_t *rs, const pcori_wire_hdr_t *h,
+		     bool first, const uint8_t *msg, size_t len, deferred_t *d)
+{
+	/*
+	 * The sender failed what it had not seen acknowledged (its route to
+	 * us had gone) and starts afresh here; its sequence never goes back.
+	 */
+	if (first && (h->flags & PCORI_WF_RESYNC) &&
+	    !seq_lt(h->seq, rs->expected) &&
+	    (h->seq != rs->expected || rs->active)) {
+		if (rs->active)
+			rs_abandon(peer, rs, PCOR_ERR_UNREACHABLE, d);
+		held_clear(rs);
+		rs->refused = false;
+		rs->gap_nacked = 0;
+		rs->expected = h->seq;
+	}
+	switch (in_order(rs, h, first)) {
+	case ORDER_NOW:
 		return true;
-	if (seq_lt(h->seq, rs->expected)) {
-		/* Seen before (a resend crossed our ack): ack again. */
+	case ORDER_DUP:
+		/* A resend crossed our ack (or a duplicate): ack again. */
 		atomic_fetch_add_explicit(&port->st.dup, 1,
 					  memory_order_relaxed);
-		ack_schedule(peer, rs, true);
+		if (first)
+			ack_schedule(peer, rs, true);
+		return false;
+	case ORDER_HOLD:
+		hold(port, peer, rs, h, msg, len);
+		return false;
+	case ORDER_DROP:
+		return false;
 	}
-	/* Else it follows a refused message: dropped, it will come again. */
 	return false;
 }
 
 static void rx_data(pcori_port_t *port, pcori_peer_t *peer,
-		    const pcori_wire_hdr_t *h, const uint8_t *payload)
+		    const pcori_wire_hdr_t *h, const uint8_t *msg, size_t len)
 {
+	const uint8_t *payload = msg + PCORI_WIRE_HDR_SIZE;
 	deferred_t d = {0};
 	uint32_t ack_thid = 0, ack_upto = 0;
 	bool ack = false;
@@ -1023,20 +1245,22 @@ static void rx_data(pcori_port_t *port, pcori_peer_t *peer,
 	pcori_rxstream_t *rs = rxstream_of(peer, h->src_thid);
 	if (!rs)
 		goto out;
+	/* A piggybacked ack holds whatever becomes of the frame. */
+	if (h->frag_idx == 0 && (h->flags & PCORI_WF_HAS_ACK)) {
+		ack = true;
+		ack_thid = (uint32_t)(h->cookie >> 32);
+		ack_upto = (uint32_t)h->cookie;
+	}
+	if (!sequence(port, peer, rs, h, h->frag_idx == 0, msg, len, &d))
+		goto out;
 	if (h->frag_idx == 0) {
-		if (!in_sequence(port, peer, rs, h))
-			goto out;
-		if (h->flags & PCORI_WF_HAS_ACK) {
-			ack = true;
-			ack_thid = (uint32_t)(h->cookie >> 32);
-			ack_upto = (uint32_t)h->cookie;
-		}
 		if (start_message(peer, rs, h, &k, false, NULL, &d)) {
-			refuse(port, peer, h);
+			refuse(port, peer, rs, h);
 			goto out;
 		}
-	} else if (!rs->active || h->seq != rs->expected - 1) {
-		goto out; /* part of a refused message */
+		if (rs->refused) /* the sender waits for this one's ack */
+			ack_schedule(peer, rs, true);
+		rs->refused = false;
 	}
 	pcori_frag_verdict_t v = pcori_reasm_accept(&rs->reasm, h->frag_idx);
 	if (v != PCORI_FRAG_NEW) {
@@ -1088,20 +1312,22 @@ out:
 }
 
 static void rx_rts(pcori_port_t *port, pcori_peer_t *peer,
-		   const pcori_wire_hdr_t *h, const uint8_t *payload)
+		   const pcori_wire_hdr_t *h, const uint8_t *msg, size_t len)
 {
+	const uint8_t *payload = msg + PCORI_WIRE_HDR_SIZE;
 	deferred_t d = {0};
 	pcori_wire_rts_t rts;
 	pcori_wire_rts_decode(payload, &rts);
 	pcori_mkey_t k = {h->src_pid, h->src_thid, h->dst_thid, h->tag, h->ctx};
 	pcori_lock(&peer->rx_lock);
 	pcori_rxstream_t *rs = rxstream_of(peer, h->src_thid);
-	if (rs && in_sequence(port, peer, rs, h)) {
+	if (rs && sequence(port, peer, rs, h, true, msg, len, &d)) {
 		if (start_message(peer, rs, h, &k, true, &rts, &d)) {
-			refuse(port, peer, h);
+			refuse(port, peer, rs, h);
 		} else {
 			rs->unacked++;
-			ack_schedule(peer, rs, false);
+			ack_schedule(peer, rs, rs->refused);
+			rs->refused = false;
 		}
 	}
 	pcori_unlock(&peer->rx_lock);
@@ -1112,8 +1338,10 @@ static void rx_rts(pcori_port_t *port, pcori_peer_t *peer,
 
 static void rndv_unref(pcori_rndv_t *v)
 {
-	if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) == 1)
+	if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) == 1) {
+		atomic_fetch_sub(&v->port->busy, 1);
 		free(v);
+	}
 }
 
 /* Complete the receive once (FIN to the sender on success). */
@@ -1157,32 +1385,69 @@ static pcori_rndv_t *rndv_new(pcori_req_t *r, pcori_peer_t *peer,
 	pcori_rndv_t *v = calloc(1, sizeof(*v));
 	if (!v)
 		return NULL;
+	pcori_route_t *rt = pcori_peer_route(peer);
+	if (!rt) {
+		free(v);
+		return NULL;
+	}
 	v->ctx.kind = PCORI_CTX_READ;
 	v->cookie = cookie;
 	v->peer = peer;
-	v->port = peer->port;
+	v->port = rt->port;
+	v->src_dest = rt->dest;
 	v->req = r;
 	v->key = *k;
 	v->size = size;
 	v->raddr = rts->addr;
 	v->rkey = rts->key;
-	v->readable = (rts->flags & PCORI_RTS_READABLE) &&
-		      peer->port->can_read && !pcori_net.force_stream;
+	v->readable = (rts->flags & PCORI_RTS_READABLE) && rt->hops == 1 &&
+		      rt->port->can_read && !pcori_net.force_stream;
 	pcori_reasm_init(&v->reasm, nfrags);
 	pcori_list_init(&v->qlink);
 	atomic_init(&v->refs, 1);
+	atomic_fetch_add(&v->port->busy, 1);
 	return v;
+}
+
+/*
+ * Every read is back.  A read that failed while the sender still counts
+ * as alive falls back to the stream: if the sender died, its failure
+ * ends the stream with PCOR_ERR_PEER_LOST; if its memory was merely
+ * unreadable, the data still comes.
+ */
+static void rndv_reads_over(pcori_rndv_t *v)
+{
+	if (atomic_exchange(&v->reads_over, true))
+		return;
+	pcori_peer_t *peer = v->peer;
+	if (v->status == PCOR_OK || v->status == PCOR_ERR_NOMEM ||
+	    atomic_load(&peer->state) == PCORI_PEER_LOST) {
+		rndv_finish(v, v->status);
+		return;
+	}
+	PCORI_INFO(PCORI_SUB_DISPATCH,
+		   "peer %d: a read failed (%s); streaming instead", peer->pid,
+		   pcor_strerror(v->status));
+	pcori_lock(&peer->rx_lock);
+	v->readable = false;
+	v->status = PCOR_OK;
+	pcori_unlock(&peer->rx_lock);
+	pcori_wire_hdr_t ref = {.total_size = v->size,
+				.frag_count = v->reasm.nfrags};
+	send_ctl(peer, PCORI_W_CTS, v->key.src_thid, 0, v->cookie, 0, &ref);
 }
 
 /* Issue reads from next_off on.  Runs in any thread, no lock held. */
 static void rndv_read_more(pcori_rndv_t *v)
 {
+	/* Ours while we look at v: the last read may complete meanwhile. */
+	atomic_fetch_add(&v->refs, 1);
 	while (v->next_off < v->take) {
 		size_t off = v->next_off;
 		size_t n = PCORI_MIN(READ_CHUNK, v->take - off);
 		atomic_fetch_add(&v->refs, 1);
 		atomic_fetch_add(&v->reads, 1);
-		int rc = v->port->ops->read(v->port, v->peer->dest,
+		int rc = v->port->ops->read(v->port, v->src_dest,
 					    (char *)v->dst + off, n,
 					    v->raddr + off, v->rkey, &v->ctx);
 		if (rc) {
@@ -1198,6 +1463,7 @@ static void rndv_read_more(pcori_rndv_t *v)
 					atomic_fetch_add(&pcori_net.nreadq, 1);
 				}
 				pcori_unlock(&pcori_net.timer_lock);
+				rndv_unref(v);
 				return;
 			}
 			v->next_off = v->take;
@@ -1211,7 +1477,8 @@ static void rndv_read_more(pcori_rndv_t *v)
 	}
 	/* All asked for; the last completion (or this) finishes. */
 	if (atomic_load(&v->reads) == 0 && v->next_off >= v->take)
-		rndv_finish(v, v->status);
+		rndv_reads_over(v);
+	rndv_unref(v);
 }
 
 /* Start moving the data of rendezvous v. */
@@ -1275,7 +1542,7 @@ void pcori_port_read_done(pcori_port_t *p, pcori_ctx_t *ctx, int status)
 				    ? PCOR_ERR_PEER_LOST
 				    : status;
 	if (atomic_fetch_sub(&v->reads, 1) == 1 && v->next_off >= v->take)
-		rndv_finish(v, v->status);
+		rndv_reads_over(v);
 	rndv_unref(v);
 }
 
@@ -1321,6 +1588,79 @@ static void rx_stream(pcori_port_t *port, pcori_peer_t *peer,
 
 /* ---------------------------------------------------------- arrivals */
 
+/*
+ * A frame for another process: send it on along our route to it,
+ * unchanged but for one hop less (store and forward, per fragment).
+ * Frames out of hops, with no route, or beyond the queue bound are
+ * dropped and counted; the ends' resends make up for them.
+ */
+static void forward(pcori_port_t *port, const uint8_t *msg, size_t len,
+		    const pcori_wire_hdr_t *h)
+{
+	pcori_peer_t *dst = pcori_peer_get(h->dst_pid);
+	if (h->hops <= 1 || !dst ||
+	    atomic_load(&dst->state) == PCORI_PEER_LOST ||
+	    (!pcori_peer_route(dst) && pcori_peer_ready(dst)) ||
+	    atomic_load(&ctlq.bytes) > FWD_QUEUE_MAX) {
+		atomic_fetch_add_explicit(&port->st.fwd_drop, 1,
+					  memory_order_relaxed);
+		return;
+	}
+	uint8_t hb[PCORI_WIRE_HDR_SIZE];
+	memcpy(hb, msg, sizeof(hb));
+	hb[3] = (uint8_t)(h->hops - 1); /* the hop count's byte */
+	if (ctl_post(dst, hb, msg + PCORI_WIRE_HDR_SIZE,
+		     len - PCORI_WIRE_HDR_SIZE) == PCOR_OK)
+		atomic_fetch_add_explicit(&port->st.fwd, 1,
+					  memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&port->st.fwd_drop, 1,
+					  memory_order_relaxed);
+}
+
+/* Feed held frames whose turn has come, in order. */
+static void replay(pcori_port_t *port, pcori_peer_t *peer, int32_t thid)
+{
+	for (;;) {
+		held_t *take = NULL;
+		pcori_wire_hdr_t h;
+		pcori_lock(&peer->rx_lock);
+		pcori_rxstream_t *rs = peer->rx[thid];
+		pcori_list_t *pos;
+		if (rs)
+			pcori_list_foreach(pos, &rs->held)
+			{
+				held_t *f = PCORI_CONTAINER_OF(pos, held_t,
+							       link);
+				if (f->seq != rs->expected &&
+				    f->seq != rs->expected - 1)
+					continue;
+				pcori_wire_limits_t lim = pcori_net.lim;
+				lim.nprocs = pcori_rt.nprocs;
+				if (pcori_wire_decode(f->msg, f->len, &lim,
+						      &h) != PCORI_WE_OK)
+					continue;
+				if (in_order(rs, &h,
+					     h.type == PCORI_W_RTS ||
+						     h.frag_idx == 0) ==
+				    ORDER_NOW) {
+					pcori_list_remove(pos);
+					rs->nheld--;
+					take = f;
+					break;
+				}
+			}
+		pcori_unlock(&peer->rx_lock);
+		if (!take)
+			return;
+		if (h.type == PCORI_W_RTS)
+			rx_rts(port, peer, &h, take->msg, take->len);
+		else
+			rx_data(port, peer, &h, take->msg, take->len);
+		held_free(take);
+	}
+}
+
 void pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 {
 	pcori_wire_hdr_t h;
@@ -1338,26 +1678,28 @@ void pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 		return;
 	}
 	if (PCORI_UNLIKELY(h.dst_pid != pcori_rt.pid)) {
-		atomic_fetch_add_explicit(&port->st.bad_hdr, 1,
-					  memory_order_relaxed);
+		forward(port, msg, len, &h);
 		return;
 	}
 	pcori_peer_t *peer = pcori_peer_get(h.src_pid);
 	if (!peer || atomic_load_explicit(&peer->state, memory_order_acquire) ==
 			     PCORI_PEER_LOST)
 		return;
-	if (PCORI_UNLIKELY(!peer->port) && pcori_peer_ready(peer))
+	if (PCORI_UNLIKELY(!pcori_peer_route(peer)) && pcori_peer_ready(peer))
 		return;
 	const uint8_t *payload = (const uint8_t *)msg + PCORI_WIRE_HDR_SIZE;
 	switch (h.type) {
 	case PCORI_W_DATA:
-		if (h.flags & PCORI_WF_RNDV)
+		if (h.flags & PCORI_WF_RNDV) {
 			rx_stream(port, peer, &h, payload);
-		else
-			rx_data(port, peer, &h, payload);
+		} else {
+			rx_data(port, peer, &h, msg, len);
+			replay(port, peer, h.src_thid);
+		}
 		break;
 	case PCORI_W_RTS:
-		rx_rts(port, peer, &h, payload);
+		rx_rts(port, peer, &h, msg, len);
+		replay(port, peer, h.src_thid);
 		break;
 	case PCORI_W_ACK:
 		on_ack(peer, h.dst_thid, h.seq);
@@ -1410,7 +1752,11 @@ static int readq_run(void)
 /* Resend what waits for its time.  Returns messages posted. */
 int pcori_timers_run(void)
 {
-	int n = readq_run() + ctlq_run();
+	if (PCORI_UNLIKELY(atomic_load_explicit(&pcori_net.routes_stale,
+						memory_order_relaxed)) &&
+	    pcori_now_ns() >= atomic_load(&pcori_net.routes_retry_ns))
+		pcori_routes_rebuild();
+	int n = readq_run() + ctlq_run() + pcori_peers_reap();
 	if (!atomic_load_explicit(&pcori_net.ntimers, memory_order_relaxed))
 		return n;
 	uint64_t now = pcori_now_ns();
@@ -1422,7 +1768,9 @@ int pcori_timers_run(void)
 	{
 		pcori_txstream_t *ts = PCORI_CONTAINER_OF(pos, pcori_txstream_t,
 							  timer_link);
-		if (ts->resume_ns <= now) {
+		if ((ts->resume_ns && ts->resume_ns <= now) ||
+		    (ts->rto_ns && ts->rto_ns <= now) ||
+		    (!ts->resume_ns && !ts->rto_ns)) {
 			pcori_list_remove(pos);
 			atomic_fetch_sub(&pcori_net.ntimers, 1);
 			pcori_list_push_back(&due, pos);
@@ -1435,17 +1783,37 @@ int pcori_timers_run(void)
 							  timer_link);
 		pcori_list_remove(&ts->timer_link);
 		pcori_lock(&ts->lock);
-		ts->resume_ns = 0;
-		if (!pcori_list_empty(&ts->waiting))
-			atomic_fetch_add_explicit(&ts->peer->port->st.retx, 1,
-						  memory_order_relaxed);
-		n += flush_waiting(ts);
+		if (ts->rto_ns && ts->rto_ns <= now &&
+		    !pcori_list_empty(&ts->sent)) {
+			/* No ack for too long: the fabric may have lost one. */
+			pcori_txmsg_t *m = PCORI_CONTAINER_OF(
+				ts->sent.next, pcori_txmsg_t, link);
+			PCORI_INFO(PCORI_SUB_DISPATCH,
+				   "peer %d: no ack for seq %u: sending again",
+				   ts->peer->pid, m->seq);
+			go_back(ts, m->seq);
+			ts->probing = true;
+			ts->rto_shift++;
+			ts->resume_ns = 0;
+		}
+		if (ts->resume_ns <= now)
+			ts->resume_ns = 0;
+		if (!pcori_list_empty(&ts->waiting) && !ts->resume_ns)
+			if (pcori_peer_route(ts->peer))
+				atomic_fetch_add_explicit(
+					&pcori_peer_route(ts->peer)->port->st.retx,
+					1, memory_order_relaxed);
+		if (!ts->resume_ns)
+			n += flush_waiting(ts);
 		while (!pcori_list_empty(&ts->streaming) && !ts->resume_ns) {
 			pcori_txmsg_t *m = PCORI_CONTAINER_OF(
 				ts->streaming.next, pcori_txmsg_t, slink);
 			stream_post(m);
 			n++;
 		}
+		/* Still waiting for something: stay on the list. */
+		if (ts->resume_ns || ts->rto_ns)
+			timer_list(ts);
 		pcori_unlock(&ts->lock);
 	}
 	return n;
@@ -1455,6 +1823,8 @@ int64_t pcori_timers_next(void)
 {
 	if (atomic_load(&pcori_net.nreadq) || atomic_load(&ctlq.n))
 		return 0;
+	if (atomic_load(&pcori_net.nleaving))
+		return 10000000; /* look again in 10 ms */
 	if (!atomic_load(&pcori_net.ntimers))
 		return -1;
 	int64_t best = INT64_MAX;
@@ -1465,9 +1835,10 @@ int64_t pcori_timers_next(void)
 	{
 		pcori_txstream_t *ts = PCORI_CONTAINER_OF(pos, pcori_txstream_t,
 							  timer_link);
-		int64_t left = ts->resume_ns > now
-				       ? (int64_t)(ts->resume_ns - now)
-				       : 0;
+		uint64_t at = ts->resume_ns && ts->rto_ns
+				      ? PCORI_MIN(ts->resume_ns, ts->rto_ns)
+				      : ts->resume_ns | ts->rto_ns;
+		int64_t left = at > now ? (int64_t)(at - now) : 0;
 		best = PCORI_MIN(best, left);
 	}
 	pcori_unlock(&pcori_net.timer_lock);
@@ -1476,7 +1847,7 @@ int64_t pcori_timers_next(void)
 
 /* ------------------------------------------------------- peer failure */
 
-void pcori_txstream_fail(pcori_txstream_t *ts)
+void pcori_txstream_fail(pcori_txstream_t *ts, int status, bool resync)
 {
 	pcori_list_t dead;
 	deferred_t d = {0};
@@ -1492,8 +1863,7 @@ void pcori_txstream_fail(pcori_txstream_t *ts)
 				pcori_list_remove(&m->slink);
 			m->flags |= PCORI_TXM_DEAD;
 			if (m->req) {
-				defer(&d, D_COMPLETE, m->req,
-				      PCOR_ERR_PEER_LOST, NULL);
+				defer(&d, D_COMPLETE, m->req, status, NULL);
 				m->req = NULL;
 			}
 			/* Completions still owed by the fabric free it later. */
@@ -1506,87 +1876,76 @@ void pcori_txstream_fail(pcori_txstream_t *ts)
 			}
 		}
 	}
+	ts->probing = false;
+	ts->resume_ns = 0;
+	ts->rto_ns = 0;
+	ts->resync = resync;
 	pcori_unlock(&ts->lock);
 	run_deferred(&d);
 	free_list(&dead);
 }
 
-void pcori_rx_fail(pcori_peer_t *peer)
+/* The message a stream is assembling will not be finished.  Lock held. */
+static void rs_abandon(pcori_peer_t *peer, pcori_rxstream_t *rs, int status,
+		       deferred_t *d)
 {
-	/* Detach everything under the lock, finish it outside. */
-	int cap = 16, n = 0;
-	struct lost {
-		pcori_req_t *req;
-		pcori_mcb_t *mcb;
-		pcori_mkey_t key;
-		size_t size;
-	} *lost = malloc(sizeof(*lost) * (size_t)cap);
+	PCORI_ASSERT_LOCKED(&peer->rx_lock);
+	pcori_mkey_t k = {peer->pid, rs->thid, 0, 0, 0};
+	rs->active = false;
+	if (rs->req) {
+		pcori_req_t *r = rs->req;
+		recv_finish(r, &k, rs->size,
+			    r->kind == PCORI_REQ_RECV_DMA ? r->buf : NULL,
+			    status, d);
+	} else if (rs->mcb) {
+		pcori_mcb_t *m = rs->mcb;
+		pcori_mq_t *mq = &pcori_msg.mqs[m->hent.key.dst_thid];
+		pcori_lock(&mq->lock);
+		uint32_t st = atomic_fetch_or(&m->mstate, PCORI_MCB_COMPLETE);
+		if (!(st & PCORI_MCB_CLAIMED))
+			pcori_mq_remove_unexp(mq, m);
+		pcori_unlock(&mq->lock);
+		if (st & PCORI_MCB_CLAIMED)
+			recv_finish(m->rreq, &m->hent.key, m->size, NULL, status,
+				    d);
+		if (m->flags & PCORI_MCB_DMA_DATA)
+			pcori_dma_free(m->data);
+		pcori_mcb_release(m);
+	}
+	rs->req = NULL;
+	rs->mcb = NULL;
+}
+
+void pcori_rx_fail(pcori_peer_t *peer, int status)
+{
 	pcori_rndv_t *rl = NULL, *v, *tmp;
-
-	pcori_lock(&peer->rx_lock);
-	for (int t = 0; t < pcori_rt.max_threads; t++) {
-		pcori_rxstream_t *rs = peer->rx ? peer->rx[t] : NULL;
-		if (!rs || !rs->active)
-			continue;
-		rs->active = false;
-		if (n == cap) {
-			struct lost *bigger = lost ? realloc(lost, sizeof(*lost) *
-								   (size_t)cap * 2)
-						   : NULL;
-			if (!bigger)
-				break; /* keep what we have; finalize frees */
-			lost = bigger;
-			cap *= 2;
-		}
-		if (lost) {
-			lost[n].req = rs->req;
-			lost[n].mcb = rs->mcb;
-			lost[n].key = (pcori_mkey_t){peer->pid, t, 0, 0, 0};
-			lost[n].size = rs->size;
-			n++;
-		}
-		rs->req = NULL;
-		rs->mcb = NULL;
-	}
-	HASH_ITER(hh, peer->rndv, v, tmp)
-	{
-		HASH_DEL(peer->rndv, v);
-		v->hh.next = rl; /* reuse the link: a private list now */
-		rl = v;
-	}
-	pcori_unlock(&peer->rx_lock);
-
-	for (int i = 0; i < n; i++) {
+	int t = 0;
+	do {
 		deferred_t d = {0};
-		if (lost[i].req) {
-			pcori_req_t *r = lost[i].req;
-			recv_finish(r, &lost[i].key, lost[i].size,
-				    r->kind == PCORI_REQ_RECV_DMA ? r->buf : NULL,
-				    PCOR_ERR_PEER_LOST, &d);
-		} else if (lost[i].mcb) {
-			/* Half-arrived: unlist it, or fail its claimer. */
-			pcori_mcb_t *m = lost[i].mcb;
-			pcori_mq_t *mq = &pcori_msg.mqs[m->hent.key.dst_thid];
-			pcori_lock(&mq->lock);
-			uint32_t st = atomic_fetch_or(&m->mstate,
-						      PCORI_MCB_COMPLETE);
-			if (!(st & PCORI_MCB_CLAIMED))
-				pcori_mq_remove_unexp(mq, m);
-			pcori_unlock(&mq->lock);
-			if (st & PCORI_MCB_CLAIMED)
-				recv_finish(m->rreq, &m->hent.key, m->size, NULL,
-					    PCOR_ERR_PEER_LOST, &d);
-			if (m->flags & PCORI_MCB_DMA_DATA)
-				pcori_dma_free(m->data);
-			pcori_mcb_release(m);
+		pcori_lock(&peer->rx_lock);
+		/* A few at a time: completions run outside the lock. */
+		for (; t < pcori_rt.max_threads && d.n < 6; t++) {
+			pcori_rxstream_t *rs = peer->rx[t];
+			if (!rs)
+				continue;
+			held_clear(rs);
+			if (rs->active)
+				rs_abandon(peer, rs, status, &d);
 		}
+		if (t >= pcori_rt.max_threads)
+			HASH_ITER(hh, peer->rndv, v, tmp)
+			{
+				HASH_DEL(peer->rndv, v);
+				v->hh.next = rl; /* a private list now */
+				rl = v;
+			}
+		pcori_unlock(&peer->rx_lock);
 		run_deferred(&d);
-	}
-	free(lost);
+	} while (t < pcori_rt.max_threads);
 	while (rl) {
 		v = rl;
 		rl = v->hh.next;
-		rndv_complete(v, PCOR_ERR_PEER_LOST);
+		rndv_complete(v, status);
 		rndv_unref(v); /* the table's reference */
 	}
 }

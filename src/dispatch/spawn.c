@@ -10,8 +10,8 @@
  */
 #include "dispatch.h"
 
-#define CTRL_SPAWN 1u
-#define CTRL_SPAWNED 2u
+#define CTRL_SPAWN PCORI_CTRL_SPAWN
+#define CTRL_SPAWNED PCORI_CTRL_SPAWNED
 #define NAME_MAX_ 64
 #define CTRL_BODY (5 * 4 + NAME_MAX_)
 
@@ -130,6 +130,11 @@ static int ctrl_post(pcori_peer_t *peer, const uint8_t *body, size_t len)
 void pcori_ctrl_recv(pcori_peer_t *peer, const pcori_wire_hdr_t *h,
 		     const uint8_t *b)
 {
+	/* Everything the peer sent before leaving has been processed. */
+	if (h->ctx == PCORI_CTRL_BYE) {
+		pcori_peer_lost(peer->pid);
+		return;
+	}
 	if (h->frag_len < CTRL_BODY)
 		return;
 	uint32_t op = get32(b), id = get32(b + 4);

@@ -35,7 +35,9 @@ typedef enum pcori_wire_type {
 
 /* Flags. */
 #define PCORI_WF_RNDV 0x01u /* DATA belongs to a rendezvous (cookie) */
-#define PCORI_WF_HAS_ACK 0x02u /* ack_* piggybacked in the rts slot */
+#define PCORI_WF_HAS_ACK 0x02u /* an ack rides in the cookie */
+#define PCORI_WF_RESYNC 0x04u  /* first message after the sender failed
+				  the stream's earlier ones: start here */
 
 /* Decoded header, in host order. */
 typedef struct pcori_wire_hdr {

@@ -598,7 +598,7 @@ int pcori_agent_call(pcori_dreq_t *r)
 	/* A hook calling back into the directory would wait for itself. */
 	if (NM.thread_started && pthread_equal(pthread_self(), NM.thread))
 		return PCOR_ERR_AGAIN;
-	atomic_store(&r->done, PCORI_REQ_PENDING);
+	atomic_store(&r->done, PCORI_WORD_PENDING);
 	pcori_list_init(&r->link);
 	pcori_lock(&NM.qlock);
 	bool stopped = atomic_load(&NM.stop);
@@ -612,7 +612,7 @@ int pcori_agent_call(pcori_dreq_t *r)
 		PCORI_WARN(PCORI_SUB_NAMING, "agent: wake-up failed: %s",
 			   strerror(errno));
 	/* No timeout: the agent completes every request by its deadline. */
-	pcori_wait_word(&r->done, PCORI_REQ_PENDING, 20000, -1);
+	pcori_wait_word(&r->done, PCORI_WORD_PENDING, 20000, -1);
 	return r->status;
 }
 

@@ -196,6 +196,7 @@ static int boot_pcorrun(const pcori_config_t *cfg, pcori_boot_t *boot,
 	char ip[INET_ADDRSTRLEN];
 	inet_ntop(AF_INET, &local.sin_addr, ip, sizeof(ip));
 	int rc;
+	boot->one_host = is_loopback(&local);
 	if (cfg->agent_if[0])
 		rc = make_listener(cfg, cfg->agent_if, cfg->agent_if, out);
 	else if (is_loopback(&local))
@@ -325,6 +326,7 @@ static int boot_pmix(const pcori_config_t *cfg, pcori_boot_t *boot,
 
 	char ip[INET_ADDRSTRLEN] = "127.0.0.1";
 	int rc;
+	boot->one_host = lsize == size;
 	if (cfg->agent_if[0])
 		rc = make_listener(cfg, cfg->agent_if, cfg->agent_if, out);
 	else if (lsize == size || first_ipv4(ip, sizeof(ip)))
@@ -398,6 +400,7 @@ static int boot_alone(const pcori_config_t *cfg, pcori_boot_t *boot,
 	boot->pid = 0;
 	boot->nprocs = 1;
 	boot->spawned = false;
+	boot->one_host = true;
 	pcori_key_random(boot->key);
 	const char *ip = cfg->agent_if[0] ? cfg->agent_if : "127.0.0.1";
 	int rc = make_listener(cfg, ip, ip, out);

@@ -74,6 +74,12 @@ typedef struct pcori_boot {
 	int pid;
 	int nprocs;     /* initial job size */
 	bool spawned;   /* started by pcor_spawn into a running job */
+	/*
+	 * The whole job runs on this host as far as bootstrap can tell (the
+	 * launcher was reached over loopback, PMIx says all ranks are local,
+	 * or the process runs alone): data ports can stay host-local.
+	 */
+	bool one_host;
 	uint8_t key[PCORI_KEY_BYTES];
 	uint32_t key_check; /* derived from key; carried in wire headers */
 	char host[PCORI_HOST_MAX];

@@ -88,7 +88,9 @@ static pcori_port_t *route_of(int pid)
 	pcori_peer_t *peer = pcori_peer_get(pid);
 	CHECK(peer);
 	CHECK_OK(pcori_peer_ready(peer));
-	return peer->port;
+	pcori_route_t *r = pcori_peer_route(peer);
+	CHECK(r);
+	return r->port;
 }
 
 static bool through_shm(int pid)

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# run.sh PCORRUN APP PROVIDER MODE NPROCS CASE [ARG] -- one inter-process
+# test: NPROCS processes of APP started by pcorrun over the fabric
+# PROVIDER with dispatcher MODE.  Passes when every process printed
+# "CASE: ok" (for "kill": the survivor did, and pcorrun reported the
+# death), fails on anything else; leaves no process behind.
+set -u
+pcorrun=$1 app=$2 prov=$3 mode=$4 np=$5 case_=$6; shift 6
+tmp=$(mktemp -d)
+marker="pcorfabric-$$-$RANDOM"
+trap 'pkill -KILL -f -- "$marker" 2>/dev/null; rm -rf "$tmp"' EXIT
+
+# A provider this machine lacks is a skip, not a failure.
+if ! fi_info -p "$prov" >/dev/null 2>&1; then
+	echo "SKIP: libfabric provider $prov is not available here"
+	exit 77
+fi
+export PCOR_PROVIDERS=$prov PCOR_DISPATCH=$mode PCOR_LOG_LEVEL=info
+extra=()
+[ "$case_" = kill ] && extra=(--keep-going)
+timeout -k 5 "${TEST_TIMEOUT:-250}" "$pcorrun" -n "$np" --tag-output \
+	"${extra[@]}" "$app" "$case_" "$@" "$marker" >"$tmp/out" 2>"$tmp/err"
+st=$?
+oks=$(grep -c -- "] $case_: ok" "$tmp/out")
+want=$np
+[ "$case_" = kill ] && want=1
+if [ "$oks" -ne "$want" ] || { [ "$case_" != kill ] && [ $st -ne 0 ]; }; then
+	echo "FAIL: $case_ over $prov ($mode): status $st, $oks of $want ok"
+	echo "--- stdout"; tail -n 30 "$tmp/out"
+	echo "--- stderr"; grep -v " info " "$tmp/err" | tail -n 30
+	exit 1
+fi
+# What the ports counted, for the log.
+grep -h "info dispatch: port" "$tmp/err" | grep -v "domain" | head -n 8
+case $case_ in
+flood)	# the receiver must have refused, and the sender resent
+	grep -q "\[0\].*nacks sent [1-9]" "$tmp/err" ||
+		{ echo "FAIL: flood caused no refusal (pool not exhausted?)"; exit 1; } ;;
+kill)	grep -q "process 1 .* killed by signal 9" "$tmp/err" ||
+		{ echo "FAIL: pcorrun did not report the death"; exit 1; } ;;
+esac
+echo "PASS: $case_ over $prov ($mode)"

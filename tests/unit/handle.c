@@ -1,0 +1,242 @@
+/*
+ * handle -- the request table behind handles: lifecycle, stale handles
+ * after slot reuse, released and invalid values, capacity, and that free
+ * slots cached by threads come back when the threads go.
+ */
+#include "core/core.h"
+
+#include "../common.h"
+
+#define MAX_HANDLES 1024
+
+/* A pending request of a kind that reports nothing (a send). */
+static pcori_req_t *req_new(void)
+{
+	pcori_req_t *r = pcori_req_alloc();
+	CHECK(r != NULL);
+	r->kind = PCORI_REQ_SEND_COPY;
+	return r;
+}
+
+static void test_lifecycle(void)
+{
+	size_t live0 = pcori_htable_live();
+	pcori_req_t *r = req_new();
+	CHECK(pcori_htable_live() == live0 + 1);
+	pcor_handle_t h = pcori_req_handle(r);
+	CHECK(h > 0);
+	CHECK(pcori_req_lookup(h, NULL) == r);
+	CHECK_RC(pcor_handle_test(h, PCOR_NONBLOCK), PCOR_INPROGRESS);
+	CHECK_RC(pcor_handle_wait(h, 1000000), PCOR_ERR_TIMEDOUT);
+	CHECK_RC(pcor_handle_wait(h, 0), PCOR_ERR_TIMEDOUT);
+	CHECK_RC(pcor_handle_test(h, 2), PCOR_ERR_INVAL);
+	CHECK_RC(pcor_handle_test(h, -1), PCOR_ERR_INVAL);
+	/* None of that released it. */
+	CHECK(pcori_req_lookup(h, NULL) == r);
+	CHECK(pcori_htable_live() == live0 + 1);
+	/* The operation's status comes back once, then the handle is gone. */
+	pcori_req_complete(r, PCOR_ERR_TRUNCATE);
+	CHECK_RC(pcor_handle_test(h, PCOR_NONBLOCK), PCOR_ERR_TRUNCATE);
+	CHECK(pcori_htable_live() == live0);
+	CHECK(pcori_req_lookup(h, NULL) == NULL);
+	CHECK_RC(pcor_handle_test(h, PCOR_NONBLOCK), PCOR_ERR_BADHANDLE);
+	CHECK_RC(pcor_handle_test(h, PCOR_BLOCK), PCOR_ERR_BADHANDLE);
+	CHECK_RC(pcor_handle_wait(h, 1000), PCOR_ERR_BADHANDLE);
+
+	/* BLOCK and wait on a completed request give its status at once. */
+	r = req_new();
+	h = pcori_req_handle(r);
+	pcori_req_complete(r, PCOR_OK);
+	CHECK_RC(pcor_handle_test(h, PCOR_BLOCK), PCOR_OK);
+	CHECK_RC(pcor_handle_test(h, PCOR_BLOCK), PCOR_ERR_BADHANDLE);
+	r = req_new();
+	h = pcori_req_handle(r);
+	pcori_req_complete(r, PCOR_ERR_CANCELED);
+	CHECK_RC(pcor_handle_wait(h, -1), PCOR_ERR_CANCELED);
+	CHECK_RC(pcor_handle_wait(h, -1), PCOR_ERR_BADHANDLE);
+
+	/* A request whose handle never reached a user goes back quietly. */
+	r = req_new();
+	h = pcori_req_handle(r);
+	pcori_req_free(r);
+	CHECK(pcori_req_lookup(h, NULL) == NULL);
+	CHECK(pcori_htable_live() == live0);
+}
+
+/* An old handle stays dead however often its slot is reused. */
+static void test_stale(void)
+{
+	pcori_req_t *r = req_new();
+	pcor_handle_t h0 = pcori_req_handle(r);
+	uint32_t slot = r->index;
+	pcori_req_complete(r, PCOR_OK);
+	CHECK_OK(pcor_handle_test(h0, PCOR_NONBLOCK));
+	int reused = 0;
+	/* The generation field has 2047 values: all but h0's are fresh. */
+	static pcor_handle_t seen[2046];
+	for (int i = 0; i < 2046; i++) {
+		r = req_new();
+		pcor_handle_t h = pcori_req_handle(r);
+		CHECK(h > 0 && h != h0);
+		if (r->index == slot) {
+			for (int j = 0; j < reused; j++)
+				CHECK(seen[j] != h);
+			seen[reused++] = h;
+		}
+		CHECK(pcori_req_lookup(h0, NULL) == NULL);
+		CHECK_RC(pcor_handle_test(h0, PCOR_NONBLOCK),
+			 PCOR_ERR_BADHANDLE);
+		/* Testing the stale handle did not disturb the live one. */
+		CHECK_RC(pcor_handle_test(h, PCOR_NONBLOCK), PCOR_INPROGRESS);
+		pcori_req_complete(r, PCOR_OK);
+		CHECK_OK(pcor_handle_test(h, PCOR_NONBLOCK));
+	}
+	/* The test means something only if the slot came back. */
+	CHECK(reused > 1000);
+}
+
+static void test_invalid(void)
+{
+	CHECK(pcori_htable_live() == 0);
+	const pcor_handle_t bad[] = {0, -1, -2, INT_MIN, INT_MAX, 1,
+				     (1 << 20) - 1, (5 << 20) | 3};
+	for (size_t i = 0; i < PCORI_ARRAY_LEN(bad); i++) {
+		CHECK(pcori_req_lookup(bad[i], NULL) == NULL);
+		CHECK_RC(pcor_handle_test(bad[i], PCOR_NONBLOCK),
+			 PCOR_ERR_BADHANDLE);
+		CHECK_RC(pcor_handle_test(bad[i], PCOR_BLOCK),
+			 PCOR_ERR_BADHANDLE);
+	}
+	/* With nothing live, no value at all names a request. */
+	uint64_t rs = 12345;
+	for (int i = 0; i < 100000; i++) {
+		pcor_handle_t h = (pcor_handle_t)(uint32_t)th_rand(&rs);
+		CHECK(pcori_req_lookup(h, NULL) == NULL);
+		CHECK_RC(pcor_handle_test(h, PCOR_NONBLOCK),
+			 PCOR_ERR_BADHANDLE);
+	}
+}
+
+/* Allocate until the table is full; returns how many, all released. */
+static size_t fill_count(bool check_api)
+{
+	size_t cap = 1u << 21, n = 0;
+	pcori_req_t **rs = malloc(sizeof(*rs) * cap);
+	CHECK(rs != NULL);
+	while (n < cap && (rs[n] = pcori_req_alloc()) != NULL) {
+		rs[n]->kind = PCORI_REQ_SEND_COPY;
+		n++;
+	}
+	CHECK(n < cap);
+	CHECK(pcori_htable_live() == n);
+	if (check_api) {
+		/* A full table is back-pressure for the API, not a crash. */
+		pcor_handle_t h = 0;
+		char b = 0;
+		CHECK_RC(pcor_send_copy(0, 0, 1, &b, 1, &h), PCOR_ERR_AGAIN);
+		CHECK_RC(pcor_recv_copy(0, 0, 1, &b, 1, NULL, &h),
+			 PCOR_ERR_AGAIN);
+		CHECK(h == 0);
+		/* Every handle distinct. */
+		for (size_t i = 0; i < n; i++)
+			for (size_t j = i + 1; j < n && j < i + 64; j++)
+				CHECK(pcori_req_handle(rs[i]) !=
+				      pcori_req_handle(rs[j]));
+		/* One free makes room for exactly one more. */
+		pcor_handle_t h1 = pcori_req_handle(rs[n / 2]);
+		pcori_req_complete(rs[n / 2], PCOR_OK);
+		CHECK_OK(pcor_handle_test(h1, PCOR_NONBLOCK));
+		CHECK((rs[n / 2] = pcori_req_alloc()) != NULL);
+		rs[n / 2]->kind = PCORI_REQ_SEND_COPY;
+		CHECK(pcori_req_alloc() == NULL);
+	}
+	for (size_t i = 0; i < n; i++) {
+		pcor_handle_t h = pcori_req_handle(rs[i]);
+		pcori_req_complete(rs[i], PCOR_OK);
+		CHECK_OK(pcor_handle_test(h, PCOR_NONBLOCK));
+	}
+	CHECK(pcori_htable_live() == 0);
+	free(rs);
+	return n;
+}
+
+/* Threads that take and release handles, then leave in each way. */
+static void churn(void)
+{
+	for (int i = 0; i < 100; i++) {
+		pcor_handle_t h[40];
+		for (int j = 0; j < 40; j++) {
+			pcori_req_t *r = req_new();
+			h[j] = pcori_req_handle(r);
+			pcori_req_complete(r, PCOR_OK);
+		}
+		for (int j = 0; j < 40; j++)
+			CHECK_OK(pcor_handle_test(h[j], PCOR_NONBLOCK));
+	}
+}
+
+static void *created_fn(void *arg)
+{
+	(void)arg;
+	churn();
+	return NULL;
+}
+
+static void *attached_fn(void *arg)
+{
+	int thid;
+	CHECK_OK(pcor_thread_attach(&thid));
+	churn();
+	if (arg) /* else it exits attached: the registry detaches it */
+		CHECK_OK(pcor_thread_detach());
+	return NULL;
+}
+
+/* A non-pcor thread may test a handle too. */
+static void *tester_fn(void *arg)
+{
+	pcor_handle_t h = (pcor_handle_t)(intptr_t)arg;
+	CHECK_RC(pcor_handle_test(h, PCOR_BLOCK), PCOR_ERR_TRUNCATE);
+	CHECK_RC(pcor_handle_test(h, PCOR_BLOCK), PCOR_ERR_BADHANDLE);
+	return NULL;
+}
+
+static void test_capacity(void)
+{
+	size_t cap = fill_count(true);
+	CHECK(cap >= MAX_HANDLES);
+	CHECK(fill_count(false) == cap);
+
+	int t[8];
+	for (int i = 0; i < 8; i++)
+		CHECK_OK(pcor_thread_create(created_fn, NULL, &t[i]));
+	for (int i = 0; i < 8; i++)
+		CHECK_OK(pcor_thread_join(t[i], NULL));
+	pthread_t pt[4];
+	for (int i = 0; i < 4; i++)
+		th_thread_start(&pt[i], attached_fn, (void *)(intptr_t)(i & 1));
+	for (int i = 0; i < 4; i++)
+		th_thread_join(pt[i]);
+	/* No slot is stranded in a departed thread's cache. */
+	CHECK(fill_count(false) == cap);
+
+	pcori_req_t *r = req_new();
+	pthread_t tt;
+	th_thread_start(&tt, tester_fn,
+			(void *)(intptr_t)pcori_req_handle(r));
+	pcori_req_complete(r, PCOR_ERR_TRUNCATE);
+	th_thread_join(tt);
+	CHECK(pcori_htable_live() == 0);
+}
+
+int main(void)
+{
+	CHECK(setenv("PCOR_MAX_HANDLES", "1024", 1) == 0);
+	CHECK_OK(pcor_init(NULL, NULL));
+	test_lifecycle();
+	test_stale();
+	test_invalid();
+	test_capacity();
+	CHECK_OK(pcor_finalize());
+	return 0;
+}

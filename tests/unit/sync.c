@@ -1,0 +1,185 @@
+/*
+ * sync -- the low-level primitives: the futex lock (mutual exclusion,
+ * trylock), waiting on a completion word (no wait when done, timeouts,
+ * the sleeper bit, a wake reaching a sleeping waiter) and the futex
+ * timeout itself.
+ */
+#include "core/core.h"
+
+#include "../common.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define NTHREADS 4
+#define INCS 200000
+
+static pcori_lock_t lock = PCORI_LOCK_INITIALIZER;
+static uint64_t counter;        /* guarded by lock */
+static uint64_t shadow[NTHREADS]; /* per thread, guarded by lock */
+static pthread_barrier_t bar;
+
+static void *incr(void *arg)
+{
+	int me = (int)(intptr_t)arg;
+	th_barrier_wait(&bar);
+	for (int i = 0; i < INCS; i++) {
+		pcori_lock(&lock);
+		PCORI_ASSERT_LOCKED(&lock);
+		/* A torn read-modify-write would lose increments. */
+		uint64_t c = counter;
+		shadow[me]++;
+		counter = c + 1;
+		pcori_unlock(&lock);
+	}
+	return NULL;
+}
+
+static void test_lock(void)
+{
+	th_barrier_init(&bar, NTHREADS);
+	pthread_t t[NTHREADS];
+	for (int i = 0; i < NTHREADS; i++)
+		th_thread_start(&t[i], incr, (void *)(intptr_t)i);
+	for (int i = 0; i < NTHREADS; i++)
+		th_thread_join(t[i]);
+	pthread_barrier_destroy(&bar);
+	CHECK(counter == (uint64_t)NTHREADS * INCS);
+	for (int i = 0; i < NTHREADS; i++)
+		CHECK(shadow[i] == INCS);
+	/* Released for good: free again and takeable. */
+	CHECK(atomic_load(&lock.word) == 0);
+	CHECK(pcori_trylock(&lock));
+	CHECK(!pcori_trylock(&lock));
+	pcori_unlock(&lock);
+	CHECK(pcori_trylock(&lock));
+	pcori_unlock(&lock);
+}
+
+/* A thread holds the lock while another blocks on it, then releases. */
+static _Atomic int blocked_got_it;
+static _Atomic pid_t blocked_tid;
+
+static void *blocked(void *arg)
+{
+	(void)arg;
+	atomic_store(&blocked_tid, (pid_t)syscall(SYS_gettid));
+	pcori_lock(&lock);
+	atomic_store(&blocked_got_it, 1);
+	pcori_unlock(&lock);
+	return NULL;
+}
+
+static void test_lock_sleeper(void)
+{
+	pcori_lock(&lock);
+	pthread_t t;
+	th_thread_start(&t, blocked, NULL);
+	for (long i = 0; !atomic_load(&blocked_tid); i++) {
+		CHECK(i < 100000000);
+		sched_yield();
+	}
+	/* It spins briefly, marks the lock contended, and sleeps. */
+	for (long i = 0; atomic_load(&lock.word) != 2; i++) {
+		CHECK(i < 100000000);
+		sched_yield();
+	}
+	th_wait_thread_sleeping(atomic_load(&blocked_tid));
+	CHECK(!atomic_load(&blocked_got_it));
+	pcori_unlock(&lock);
+	th_thread_join(t);
+	CHECK(atomic_load(&blocked_got_it) == 1);
+	CHECK(atomic_load(&lock.word) == 0);
+}
+
+static void test_wait_timeouts(void)
+{
+	_Atomic uint32_t w = 0;
+	/* Not pending: returns at once whatever the timeout. */
+	atomic_store(&w, 1);
+	CHECK_OK(pcori_wait_word(&w, 0, 0, 0));
+	CHECK_OK(pcori_wait_word(&w, 0, 1000000, -1));
+	/* The sleeper bit does not count as a change. */
+	atomic_store(&w, 0 | PCORI_WAIT_SLEEPER);
+	CHECK_RC(pcori_wait_word(&w, 0, 0, 1000), PCOR_ERR_TIMEDOUT);
+	atomic_store(&w, 0);
+
+	const int64_t ms = 1000000;
+	struct {
+		int64_t spin, timeout;
+	} cases[] = {
+		{0, 0},        {0, 20 * ms},       {5 * ms, 20 * ms},
+		{50 * ms, 20 * ms}, /* spinning is cut short by the deadline */
+		{10 * ms, 0},
+	};
+	for (size_t i = 0; i < PCORI_ARRAY_LEN(cases); i++) {
+		uint64_t t0 = th_now_ns();
+		CHECK_RC(pcori_wait_word(&w, 0, cases[i].spin, cases[i].timeout),
+			 PCOR_ERR_TIMEDOUT);
+		CHECK(th_now_ns() - t0 >= (uint64_t)cases[i].timeout);
+		CHECK((atomic_load(&w) & ~PCORI_WAIT_SLEEPER) == 0);
+		atomic_store(&w, 0);
+	}
+
+	/* The raw futex: value differs -> at once; same -> timeout. */
+	CHECK_OK(pcori_futex_wait(&w, 7, 1000 * ms));
+	uint64_t t0 = th_now_ns();
+	CHECK_RC(pcori_futex_wait(&w, 0, 10 * ms), PCOR_ERR_TIMEDOUT);
+	CHECK(th_now_ns() - t0 >= (uint64_t)(10 * ms));
+}
+
+/* Any value other than PCORI_REQ_DONE stands for pending here. */
+#define PENDING 6u
+
+static _Atomic uint32_t word;
+static _Atomic pid_t waiter_tid;
+static int waiter_rc;
+
+static void *waiter(void *arg)
+{
+	int64_t spin = (int64_t)(intptr_t)arg;
+	atomic_store(&waiter_tid, (pid_t)syscall(SYS_gettid));
+	waiter_rc = pcori_wait_word(&word, PENDING, spin, 30ll * 1000000000);
+	return NULL;
+}
+
+/* A completion reaches a waiter that sleeps, and one that spins. */
+static void test_wake(void)
+{
+	for (int round = 0; round < 40; round++) {
+		bool sleeping = round & 1;
+		atomic_store(&word, PENDING);
+		atomic_store(&waiter_tid, 0);
+		waiter_rc = -999;
+		pthread_t t;
+		th_thread_start(&t, waiter,
+				(void *)(intptr_t)(sleeping ? 0 : 1000000000));
+		for (long i = 0; !atomic_load(&waiter_tid); i++) {
+			CHECK(i < 100000000);
+			sched_yield();
+		}
+		if (sleeping) {
+			/* It says so before it sleeps. */
+			for (long i = 0;
+			     atomic_load(&word) != (PENDING | PCORI_WAIT_SLEEPER);
+			     i++) {
+				CHECK(i < 100000000);
+				sched_yield();
+			}
+			th_wait_thread_sleeping(atomic_load(&waiter_tid));
+		}
+		pcori_wake_word(&word, PCORI_REQ_DONE);
+		th_thread_join(t);
+		CHECK_OK(waiter_rc);
+		CHECK(atomic_load(&word) == PCORI_REQ_DONE);
+	}
+}
+
+int main(void)
+{
+	test_lock();
+	test_lock_sleeper();
+	test_wait_timeouts();
+	test_wake();
+	return 0;
+}
