@@ -1157,9 +1157,9 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	if (rc)
 		goto err;
 	PCORI_INFO(PCORI_SUB_DISPATCH,
-		   "port %d: pcor-shm network %s, %u slots of %u-byte rings, "
-		   "%u cells of %u bytes, single copy %s",
-		   index, info->network, g.nslots, g.ring_size, g.ncells,
+		   "port %d: pcor-shm segment %s, network %s, %u slots of "
+		   "%u-byte rings, %u cells of %u bytes, single copy %s",
+		   index, name, info->network, g.nslots, g.ring_size, g.ncells,
 		   g.cell_size, p->base.can_read ? "on" : "off");
 	*port_p = &p->base;
 	return PCOR_OK;
