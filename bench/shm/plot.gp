@@ -1,6 +1,6 @@
 # plot.gp -- the shared-memory comparison, one PNG with two panels (run in
 # the directory holding lat.dat and bw.dat, as run_shm_bench.sh does).
-set terminal pngcairo size 1400,560 font "sans,11"
+set terminal pngcairo noenhanced size 1400,560 font "sans,11"
 set output "shm_bench.png"
 set logscale x 2
 set format x "%.0b%B"
