@@ -50,6 +50,24 @@ static inline void pcori_cpu_relax(void)
 #endif
 }
 
+/*
+ * Hint: fetch the line holding p for writing.  For data another core wrote
+ * last that we are about to read and then write (a posted receive taken
+ * by a sender, a queue lock), one exclusive fetch replaces a shared fetch
+ * followed by an upgrade: one coherence round trip instead of two.  On
+ * x86-64 only where the CPU has PREFETCHW (checked once, in sync.c).
+ */
+extern bool pcori_have_prefetchw;
+static inline void pcori_prefetchw(const void *p)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (PCORI_LIKELY(pcori_have_prefetchw))
+		__asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+	__builtin_prefetch(p, 1, 3);
+#endif
+}
+
 /* Programming bugs only -- never a peer, the network or memory running out. */
 #define PCORI_ASSERT(cond)                                                     \
 	do {                                                                   \
@@ -427,26 +445,35 @@ typedef struct pcori_report {
  *
  * Ownership: allocated by the thread that starts the operation; completed
  * by whichever thread finishes it (a sender, the receiver, a dispatcher);
- * released by the thread whose test observes completion.
+ * released by the thread whose test observes completion, which also writes
+ * the receive's report then.
+ *
+ * Layout: three cache lines, split by who touches them, because between
+ * two threads the cost of a message is the lines it moves.  A sender that
+ * matches a posted receive touches only its line 1 (and writes line 3);
+ * line 2 stays with the thread that posted and tests the request.
  */
 typedef struct pcori_req {
-	/* line 1: what completion and matching touch */
-	_Atomic uint32_t state; /* pending/DONE | SLEEPER: the futex word */
-	_Atomic uint32_t gen;   /* odd while allocated; see handle.c */
+	/* line 1: matching and completion (poster, completer, waiter) */
+	alignas(PCORI_CACHELINE) _Atomic uint32_t state; /* the futex word:
+						pending/DONE | SLEEPER */
 	int32_t status;         /* final status, valid once DONE */
 	uint16_t kind;          /* pcori_req_kind_t */
-	uint16_t flags;         /* PCOR_SEND_* for sends */
-	int32_t pid, thid, tag; /* recv: pattern; send: destination */
+	uint16_t flags;         /* PCOR_SEND_* for sends, PCORI_REQF_* */
 	uint32_t ctx;           /* matching context (0: the pcor API) */
+	int32_t pid, thid, tag; /* recv: pattern; send: destination */
 	pcori_list_t link;      /* in a posted-receive queue (mq lock) */
 	void *buf;              /* recv copy: user buffer; send: data */
 	size_t len;             /* recv: capacity; send: length */
-	/* line 2: report and per-path state */
-	pcori_report_t report;
-	pcor_msginfo_t info; /* what arrived (receives) */
-	int32_t owner_thid;  /* receives: the posting thread */
-	uint32_t index;      /* own slot in the handle table */
-	void *mcb;           /* a parked sendDMA's MCB (local path) */
+	/* line 2: the owner's (allocating, posting, testing thread) */
+	alignas(PCORI_CACHELINE) _Atomic uint32_t gen; /* odd while
+						allocated; see handle.c */
+	uint32_t index;         /* own slot in the handle table */
+	int32_t owner_thid;     /* receives: the posting thread */
+	_Atomic uint32_t hgen;  /* the generation handles carry; handle.c */
+	pcori_report_t report;  /* receives: where the tester reports */
+	/* line 3: what arrived (receives): completer writes, tester reads */
+	alignas(PCORI_CACHELINE) pcor_msginfo_t info;
 } pcori_req_t;
 
 /* Room for max_handles requests in progress, with max_threads threads
@@ -469,13 +496,45 @@ pcori_req_t *pcori_req_lookup(pcor_handle_t h, uint32_t *gen_p);
 void pcori_htable_flush_tls(void);
 
 /*
- * Finish a request: write its report (receives that got a message),
- * publish status, wake a waiter.  Called exactly once per request, by any thread, holding no
- * pcor lock that the waiter could need.
+ * Finish a request: publish status, wake a waiter.  A receive that got a
+ * message has its info filled before; the tester that releases the
+ * request copies it into the report.  Called exactly once per request, by
+ * any thread, holding no pcor lock that the waiter could need.
  */
 void pcori_req_complete(pcori_req_t *req, int status);
 
-/* Handles allocated and not yet released (for tests and finalize). */
+/*
+ * The first half of pcori_req_complete, for a caller that holds a lock:
+ * publish status and completion at once, and report whether a sleeper
+ * must be woken -- with pcori_futex_wake(&req->state, INT_MAX), after
+ * unlocking (the word may by then belong to the slot's next request: a
+ * spurious wake-up, which waiters tolerate).
+ */
+static inline bool pcori_req_complete_nowake(pcori_req_t *req, int status)
+{
+	req->status = status;
+	return atomic_exchange_explicit(&req->state, PCORI_REQ_DONE,
+					memory_order_acq_rel) &
+	       PCORI_WAIT_SLEEPER;
+}
+
+/*
+ * Complete a request whose handle has not left the calling thread yet, so
+ * nobody can be waiting on it: a release store, without the exchange that
+ * looks for a sleeper.  (A waiter on an older use of the slot compares
+ * against that use's pending value and never sleeps on this one.)
+ */
+static inline void pcori_req_complete_unseen(pcori_req_t *req, int status)
+{
+	req->status = status;
+	atomic_store_explicit(&req->state, PCORI_REQ_DONE,
+			      memory_order_release);
+}
+
+/*
+ * Handles allocated and not yet released, counted over the whole table:
+ * for tests and diagnostics, not for hot paths.
+ */
 size_t pcori_htable_live(void);
 
 /* ------------------------------------------------------ thread registry */

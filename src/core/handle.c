@@ -9,10 +9,15 @@
  *    while allocated and even while free; release is a CAS odd -> even, so
  *    of two threads testing one handle exactly one gets the status and the
  *    other PCOR_ERR_BADHANDLE.  The 11 generation bits in the handle make a
- *    stale handle look valid only after 2047 reuses of its slot.
+ *    stale handle look valid only after 2047 reuses of its slot.  The slot
+ *    keeps the generation its handles carry (hgen, 1..2047, one step per
+ *    use), so making and checking a handle costs no division.
  *  - Free slots are kept per pcor thread (a small LIFO in TLS, hot in
  *    cache) in front of one global stack under a lock.  The table is
  *    sized for PCOR_MAX_HANDLES plus every thread's cache.
+ *  - Nothing process-wide is written per request: the table's header is
+ *    read on every lookup by every thread, so it must stay read-mostly.
+ *    How many handles are live is counted from the slots when asked.
  */
 #include "core.h"
 
@@ -31,7 +36,6 @@ static struct {
 	_Atomic(pcori_req_t *) *chunks;
 	uint32_t *free;       /* global free stack of indexes */
 	uint32_t nfree;
-	_Atomic size_t live;  /* allocated and not released */
 } ht;
 
 _Thread_local pcori_tls_t pcori_tls __attribute__((tls_model("initial-exec")));
@@ -152,11 +156,6 @@ void pcori_htable_flush_tls(void)
 	pcori_unlock(&ht.lock);
 }
 
-static inline uint32_t hgen(uint32_t gen)
-{
-	return ((gen >> 1) % PCORI_HGEN_SPAN) + 1;
-}
-
 /*
  * The completion word's value while the request of generation gen (odd)
  * is pending: even, never PCORI_REQ_DONE nor the sleeper bit, and
@@ -175,21 +174,55 @@ pcori_req_t *pcori_req_alloc(void)
 	if (PCORI_UNLIKELY(!pop_index(&idx)))
 		return NULL;
 	pcori_req_t *r = slot(idx);
-	uint32_t g = atomic_fetch_add_explicit(&r->gen, 1,
-					       memory_order_relaxed) + 1;
+	/* Published by the release on gen, so a lookup that sees this
+	 * generation odd sees its hgen too. */
+	uint32_t hg = atomic_load_explicit(&r->hgen, memory_order_relaxed);
+	atomic_store_explicit(&r->hgen, hg >= PCORI_HGEN_SPAN ? 1 : hg + 1,
+			      memory_order_relaxed);
+	/*
+	 * A free slot's gen is written by its owner only: a late tester's
+	 * release CAS expects an odd value and fails.  So a store, not a
+	 * locked add.
+	 */
+	uint32_t g = atomic_load_explicit(&r->gen, memory_order_relaxed) + 1;
+	atomic_store_explicit(&r->gen, g, memory_order_release);
 	atomic_store_explicit(&r->state, pending_of(g), memory_order_relaxed);
 	r->status = PCOR_OK;
 	r->flags = 0;
 	r->ctx = 0;
-	r->mcb = NULL;
-	memset(&r->report, 0, sizeof(r->report));
-	atomic_fetch_add_explicit(&ht.live, 1, memory_order_relaxed);
+	/* report is set by pcori_recv_post and read for receives only. */
 	return r;
 }
 
 /*
+ * A receive that ended with a message tells its poster what arrived.  Done
+ * by the tester rather than the completer: the report's targets and the
+ * report itself are the poster's, in its cache, while the completer is
+ * often another thread; info is only read when somebody asked for it.
+ */
+static void report(const pcori_req_t *r, int status)
+{
+	/* Without a message, info is what the slot's last request left. */
+	if ((r->kind != PCORI_REQ_RECV_COPY && r->kind != PCORI_REQ_RECV_DMA) ||
+	    status == PCOR_ERR_CANCELED || status == PCOR_ERR_PEER_LOST)
+		return;
+	const pcori_report_t *rp = &r->report;
+	if (rp->info)
+		*rp->info = r->info;
+	if (rp->pid)
+		*rp->pid = r->info.pid;
+	if (rp->thid)
+		*rp->thid = r->info.thid;
+	if (rp->tag)
+		*rp->tag = r->info.tag;
+	if (rp->size)
+		*rp->size = r->info.size > INT_MAX ? INT_MAX : (int)r->info.size;
+}
+
+/*
  * Odd -> even: exactly one caller wins.  Only the winner reads the status
- * (into *status_p, may be NULL), before the slot can be taken again.
+ * (into *status_p; NULL: the request never reached the user, no report),
+ * and reports, before the slot can be taken again.
  */
 static bool release(pcori_req_t *r, uint32_t gen, int *status_p)
 {
@@ -197,9 +230,10 @@ static bool release(pcori_req_t *r, uint32_t gen, int *status_p)
 						     memory_order_acq_rel,
 						     memory_order_relaxed))
 		return false;
-	if (status_p)
+	if (status_p) {
 		*status_p = r->status;
-	atomic_fetch_sub_explicit(&ht.live, 1, memory_order_relaxed);
+		report(r, r->status);
+	}
 	push_index(r->index);
 	return true;
 }
@@ -213,8 +247,8 @@ void pcori_req_free(pcori_req_t *req)
 
 pcor_handle_t pcori_req_handle(const pcori_req_t *req)
 {
-	uint32_t g = atomic_load_explicit(&req->gen, memory_order_relaxed);
-	return (pcor_handle_t)((hgen(g) << PCORI_HINDEX_BITS) | req->index);
+	uint32_t hg = atomic_load_explicit(&req->hgen, memory_order_relaxed);
+	return (pcor_handle_t)((hg << PCORI_HINDEX_BITS) | req->index);
 }
 
 pcori_req_t *pcori_req_lookup(pcor_handle_t h, uint32_t *gen_p)
@@ -228,7 +262,8 @@ pcori_req_t *pcori_req_lookup(pcor_handle_t h, uint32_t *gen_p)
 		return NULL;
 	pcori_req_t *r = slot(idx);
 	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
-	if (!(g & 1) || hgen(g) != hg)
+	if (!(g & 1) ||
+	    atomic_load_explicit(&r->hgen, memory_order_relaxed) != hg)
 		return NULL;
 	if (gen_p)
 		*gen_p = g;
@@ -237,32 +272,18 @@ pcori_req_t *pcori_req_lookup(pcor_handle_t h, uint32_t *gen_p)
 
 size_t pcori_htable_live(void)
 {
-	return atomic_load_explicit(&ht.live, memory_order_relaxed);
+	/* A slot is allocated while its generation is odd. */
+	size_t n = 0;
+	uint32_t nch = atomic_load_explicit(&ht.nchunks, memory_order_acquire);
+	for (uint32_t i = 0; i < nch * PCORI_HCHUNK; i++)
+		n += atomic_load_explicit(&slot(i)->gen, memory_order_relaxed) &
+		     1u;
+	return n;
 }
 
 void pcori_req_complete(pcori_req_t *req, int status)
 {
 	req->status = status;
-	/* A receive that ends without a message has nothing to report; its
-	 * info would be whatever the slot's previous request left there. */
-	bool got_msg = status != PCOR_ERR_CANCELED &&
-		       status != PCOR_ERR_PEER_LOST;
-	if ((req->kind == PCORI_REQ_RECV_COPY ||
-	     req->kind == PCORI_REQ_RECV_DMA) &&
-	    got_msg) {
-		const pcori_report_t *rp = &req->report;
-		if (rp->info)
-			*rp->info = req->info;
-		if (rp->pid)
-			*rp->pid = req->info.pid;
-		if (rp->thid)
-			*rp->thid = req->info.thid;
-		if (rp->tag)
-			*rp->tag = req->info.tag;
-		if (rp->size)
-			*rp->size = req->info.size > INT_MAX ? INT_MAX
-							     : (int)req->info.size;
-	}
 	/* From here on req may be released and reused by the tester. */
 	pcori_wake_word(&req->state, PCORI_REQ_DONE);
 }
@@ -341,6 +362,12 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 				     timeout_ns);
 		if (rc)
 			return rc;
+		/*
+		 * The completer is done with the line we just read shared, and
+		 * our next request reuses this slot (LIFO): ask for it
+		 * exclusively now, while the release and the return run.
+		 */
+		pcori_prefetchw(r);
 	}
 done:;
 	int status;

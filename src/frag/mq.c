@@ -55,6 +55,12 @@ pcori_req_t *pcori_mq_take_posted(pcori_mq_t *mq, const pcori_mkey_t *k)
 {
 	PCORI_ASSERT_LOCKED(&mq->lock);
 	pcori_list_t *pos;
+	/*
+	 * The oldest posted receive is the usual match, and its line was last
+	 * written by the thread that posted it: fetch it for writing at once,
+	 * since we unlink (and complete) what we take.
+	 */
+	pcori_prefetchw(mq->posted.next);
 	pcori_list_foreach(pos, &mq->posted)
 	{
 		pcori_req_t *r = PCORI_CONTAINER_OF(pos, pcori_req_t, link);

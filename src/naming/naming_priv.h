@@ -268,7 +268,7 @@ typedef enum pcori_dreq_op {
 typedef struct pcori_dreq {
 	pcori_list_t link;       /* queue, then the agent's pending list */
 	int op;
-	_Atomic uint32_t done;   /* wait word: PCORI_REQ_PENDING/DONE */
+	_Atomic uint32_t done;   /* wait word: PCORI_WORD_PENDING/REQ_DONE */
 	int status;
 	/* arguments */
 	int pid, thid;
