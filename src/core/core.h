@@ -198,6 +198,10 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(ACK_DELAY_NS, ack_delay_ns, INT, "20000", 0, 1000000000,             \
 	  "how long a receiver may hold back an acknowledgement hoping to "    \
 	  "piggyback it on a message going the other way (ns)")                \
+	X(AFFINITY, affinity, STRING, "off", 0, 0,                             \
+	  "pin each process's main thread, its dispatchers and the threads "   \
+	  "it starts to one CPU: off, auto (the pid-th CPU allowed) or a "     \
+	  "list of CPUs picked by pid, e.g. 0,1")                              \
 	X(AGENT_ADDR, agent_addr, STRING, "", 0, 0,                            \
 	  "launcher agents to bootstrap from, ip:port[,ip:port...] (set by "   \
 	  "pcorrun)")                                                          \
@@ -264,15 +268,27 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(PMIX, pmix, STRING, "auto", 0, 0,                                    \
 	  "bootstrap through PMIx: auto (when a PMIx server started us), on, " \
 	  "off")                                                               \
-	X(PROVIDERS, providers, STRING, "shm,tcp;ofi_rxm", 0, 0,               \
-	  "comma-separated libfabric providers to open ports with, in order "  \
-	  "of preference")                                                     \
+	X(PROVIDERS, providers, STRING, "pcor-shm,tcp;ofi_rxm", 0, 0,          \
+	  "comma-separated port kinds to open, in order of preference: "      \
+	  "pcor-shm (pcor's shared memory, same host) or libfabric providers " \
+	  "(shm, tcp;ofi_rxm, verbs;ofi_rxm...)")                              \
 	X(RNDV, rndv, STRING, "read", 0, 0,                                    \
 	  "rendezvous data movement: read (remote read where the provider "    \
 	  "can) or stream (windows of fragments)")                             \
 	X(RTO_MS, rto_ms, INT, "1000", 1, 600000,                               \
 	  "a message unacknowledged this long is sent again (doubling up to "  \
 	  "25x); guards against fabrics that lose or corrupt a message")       \
+	X(SHM_CELLS, shm_cells, INT, "256", 1, 65536,                          \
+	  "pcor-shm: cells in each process's send pool (medium messages)")     \
+	X(SHM_CELL_SIZE, shm_cell_size, SIZE, "8k", 1024, 16 << 20,            \
+	  "pcor-shm: bytes per send cell (a multiple of 64)")                  \
+	X(SHM_CMA, shm_cma, STRING, "auto", 0, 0,                              \
+	  "pcor-shm: single-copy large messages with process_vm_readv: auto "  \
+	  "(where the kernel permits) or off (stream them through cells)")     \
+	X(SHM_PEERS, shm_peers, INT, "256", 1, 4096,                           \
+	  "pcor-shm: processes of one host that can send to one process")      \
+	X(SHM_RING_SIZE, shm_ring_size, SIZE, "32k", 4096, 16 << 20,           \
+	  "pcor-shm: bytes of each per-pair receive ring (a power of two)")    \
 	X(SPIN_NS, spin_ns, INT, "20000", 0, 10000000000LL,                    \
 	  "how long a blocking wait spins before it sleeps (ns)")              \
 	X(UNEXP_BYTES, unexp_bytes, SIZE, "1g", 0, (1LL << 46),                \

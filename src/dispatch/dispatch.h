@@ -163,6 +163,10 @@ struct pcori_port {
 
 int pcori_port_ofi_open(const char *provider, int index,
 			pcori_port_t **ports_p, int max, int *n_p);
+/* The pcor-shm port kind (port_shm.c): peers on this host. */
+int pcori_port_shm_open(int index, pcori_port_t **port_p);
+/* PCOR_AFFINITY: pin the calling thread (affinity.c). */
+void pcori_affinity_apply(const char *spec);
 
 /* Upcalls from port kinds into the protocol (progress context). */
 void pcori_port_recv(pcori_port_t *p, const void *msg, size_t len);

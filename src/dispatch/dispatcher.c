@@ -158,7 +158,13 @@ static void *rx_main(void *arg)
 		    (p->mode == PCORI_DISPATCH_ADAPTIVE &&
 		     pcori_now_ns() - idle_since <
 			     (uint64_t)pcori_net.spin_ns)) {
-			pcori_cpu_relax();
+			/*
+			 * Yield, not just pause: a thread it has just woken
+			 * may be waiting for this very CPU (few cores, or
+			 * PCOR_AFFINITY), and would otherwise wait out the
+			 * whole spin window.
+			 */
+			sched_yield();
 			continue;
 		}
 		port_block(p);
@@ -232,14 +238,21 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 	pcori_list_init(&n->readq);
 	pcori_list_init(&n->rndvs);
 
+	pcori_affinity_apply(cfg->affinity);
 	char list[sizeof(cfg->providers)];
 	snprintf(list, sizeof(list), "%s", cfg->providers);
 	for (char *save = NULL, *prov = strtok_r(list, ",", &save);
 	     prov && n->nports < PCORI_MAX_PORTS;
 	     prov = strtok_r(NULL, ",", &save)) {
 		int got = 0;
-		pcori_port_ofi_open(prov, n->nports, &n->ports[n->nports],
-				    PCORI_MAX_PORTS - n->nports, &got);
+		if (!strcmp(prov, "pcor-shm"))
+			got = pcori_port_shm_open(n->nports,
+						  &n->ports[n->nports]) ==
+			      PCOR_OK;
+		else
+			pcori_port_ofi_open(prov, n->nports,
+					    &n->ports[n->nports],
+					    PCORI_MAX_PORTS - n->nports, &got);
 		n->nports += got;
 	}
 	if (!n->nports) {

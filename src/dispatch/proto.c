@@ -339,6 +339,28 @@ static bool piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
 	return got;
 }
 
+static void ack_schedule(pcori_peer_t *peer, pcori_rxstream_t *rs,
+			 bool now);
+
+/*
+ * A fragment that did not leave gives back the ack it was to carry, or
+ * that stream would never be acknowledged (acks are cumulative: should
+ * it go twice, the second is harmless).  Stream lock held.
+ */
+static void piggyback_undo(pcori_peer_t *peer, const pcori_wire_hdr_t *h)
+{
+	if (!(h->flags & PCORI_WF_HAS_ACK))
+		return;
+	uint32_t thid = (uint32_t)(h->cookie >> 32);
+	pcori_lock(&peer->rx_lock);
+	pcori_rxstream_t *rs = thid < (uint32_t)pcori_rt.max_threads
+				       ? peer->rx[thid]
+				       : NULL;
+	if (rs)
+		ack_schedule(peer, rs, true);
+	pcori_unlock(&peer->rx_lock);
+}
+
 /*
  * Post m (from where it stopped).  Stream lock held.  PCOR_ERR_AGAIN
  * leaves m->window/progress so the next call continues.
@@ -425,8 +447,11 @@ static int txm_post(pcori_txmsg_t *m)
 		if (rc)
 			atomic_fetch_sub(&m->inflight, 1);
 posted:
-		if (rc)
+		if (rc) {
+			if (i == 0)
+				piggyback_undo(peer, &h);
 			return rc;
+		}
 		m->window = (uint16_t)(i + 1);
 		atomic_fetch_add_explicit(&p->st.tx, 1, memory_order_relaxed);
 	}
@@ -587,7 +612,8 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 			free(m);
 			return rc == PCOR_ERR_BADSIZE ? rc : PCOR_ERR_NOMEM;
 		}
-		memcpy(m->data, buf, len);
+		if (len) /* an empty message may come from NULL */
+			memcpy(m->data, buf, len);
 		m->flags |= PCORI_TXM_OWNDMA;
 	} else {
 		m->data = (void *)buf;

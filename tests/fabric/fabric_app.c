@@ -10,7 +10,8 @@
  *   fabric_app alltoall T       T threads per process; every thread sends
  *                               to every thread of every process
  *   fabric_app flood N          pid 1 sends N messages to pid 0, which only
- *                               starts receiving once all were sent
+ *                               starts receiving once its message pool is
+ *                               exhausted and it refused a message
  *   fabric_app kill             pid 1 dies during a large transfer; pid 0's
  *                               handles report PCOR_ERR_PEER_LOST
  *   fabric_app spawn            remote thread creation
@@ -398,6 +399,16 @@ static int run_alltoall(int t)
  * its pool of message control blocks is full (so it must refuse, and
  * pid 1 must resend), then takes them all: each once, in order.
  */
+/* NACKs this process sent, over all its ports. */
+static uint64_t nacks_sent(void)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < pcori_net.nports; i++)
+		n += atomic_load_explicit(&pcori_net.ports[i]->st.nack_sent,
+					  memory_order_relaxed);
+	return n;
+}
+
 static int run_flood(int n)
 {
 	if (me == 1) {
@@ -418,6 +429,15 @@ static int run_flood(int n)
 		       pcori_now_ns() < end)
 			sched_yield();
 		CHECK(pcori_mcb_pool_avail(&pcori_msg.pool) == 0);
+		/*
+		 * And for a frame to be refused: on a port that keeps the
+		 * sender back itself (pcor-shm's rings) the pool may run dry
+		 * just as the sender pauses; starting to take messages then
+		 * would race with the refusal the test is about.
+		 */
+		while (nacks_sent() == 0 && pcori_now_ns() < end)
+			sched_yield();
+		CHECK(nacks_sent() > 0);
 		for (int i = 0; i < n; i++) {
 			uint32_t v = ~0u;
 			pcor_msginfo_t info;

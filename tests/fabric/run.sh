@@ -10,8 +10,9 @@ tmp=$(mktemp -d)
 marker="pcorfabric-$$-$RANDOM"
 trap 'pkill -KILL -f -- "$marker" 2>/dev/null; rm -rf "$tmp"' EXIT
 
-# A provider this machine lacks is a skip, not a failure.
-if ! fi_info -p "$prov" >/dev/null 2>&1; then
+# A provider this machine lacks is a skip, not a failure (pcor-shm is
+# pcor's own port kind, always there).
+if [ "$prov" != pcor-shm ] && ! fi_info -p "$prov" >/dev/null 2>&1; then
 	echo "SKIP: libfabric provider $prov is not available here"
 	exit 77
 fi
@@ -39,4 +40,30 @@ flood)	# the receiver must have refused, and the sender resent
 kill)	grep -q "process 1 .* killed by signal 9" "$tmp/err" ||
 		{ echo "FAIL: pcorrun did not report the death"; exit 1; } ;;
 esac
+if [ "$prov" = pcor-shm ]; then
+	# Every process opened its segment, and none survives the job: no
+	# process maps or holds it, and nothing of the job is in /dev/shm.
+	segs=$(sed -n 's/.*pcor-shm segment \(pcor-shm-[0-9a-f]*-[0-9]*\),.*/\1/p' \
+		"$tmp/err" | sort -u)
+	nseg=$(echo "$segs" | grep -c .)
+	[ "$nseg" -ge "$np" ] ||
+		{ echo "FAIL: $nseg pcor-shm segments for $np processes"; exit 1; }
+	if [ "${PCOR_SHM_CMA:-auto}" = off ]; then
+		grep -q "pcor-shm segment.*single copy on" "$tmp/err" &&
+			{ echo "FAIL: single copy used with PCOR_SHM_CMA=off"; exit 1; }
+	fi
+	for s in $segs; do
+		if ls -l /proc/[0-9]*/fd/ 2>/dev/null | grep -q "memfd:$s "; then
+			echo "FAIL: memfd $s still held open"; exit 1
+		fi
+		if grep -qs "memfd:$s " /proc/[0-9]*/maps; then
+			echo "FAIL: memfd $s still mapped"; exit 1
+		fi
+		key=${s#pcor-shm-}; key=${key%-*}
+		if ls /dev/shm 2>/dev/null | grep -q "$key"; then
+			echo "FAIL: /dev/shm holds an object of the job"; exit 1
+		fi
+	done
+	echo "pcor-shm: $nseg segments, all gone"
+fi
 echo "PASS: $case_ over $prov ($mode)"

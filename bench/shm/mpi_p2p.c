@@ -1,0 +1,203 @@
+/*
+ * mpi_p2p -- the MPI side of the shared-memory comparison: the same three
+ * measurements as pcor_lat, pcor_bw and pcor_mr, with the same patterns
+ * and the same CSV lines, so the two can be put side by side.
+ *
+ *   mpirun -n 2 mpi_p2p lat|bw|mr [-m MIN:MAX] [-i ITERS] [-x WARMUP]
+ *                       [-w WINDOW] [-t LABEL]
+ *
+ * lat  ping-pong, one-way latency = round trip / 2 (us); receives are
+ *      posted before the matching send is made, as in pcor_lat.
+ * bw   windows of 64 MPI_Isend from rank 0, 64 MPI_Irecv on rank 1, a
+ *      4-byte ack per window; MB/s (10^6 bytes/s) of payload.
+ * mr   the bw pattern with 1-byte messages; messages per second.
+ *
+ * Built outside meson by bench/shm/run_shm_bench.sh, once per MPI
+ * (mpicc.openmpi, mpicc.mpich); it uses nothing of pcor.
+ */
+#define _GNU_SOURCE 1 /* getopt */
+#include <mpi.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct mb_args {
+	size_t min, max;
+	long iters, warmup;
+	int window;
+	const char *label;
+} mb_args_t;
+
+static size_t mb_size(const char *s)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (*end == 'k' || *end == 'K')
+		v <<= 10;
+	else if (*end == 'm' || *end == 'M')
+		v <<= 20;
+	return (size_t)v;
+}
+
+/* As sb_iters_for: fewer iterations above 8 KiB, at least 10. */
+static long mb_iters_for(size_t size, long base)
+{
+	if (size <= 8192)
+		return base;
+	long n = (long)((unsigned long long)base * 8192 / size);
+	return n < 10 ? 10 : n;
+}
+
+static double mb_lat(int me, size_t size, long iters, long warm, char *sbuf,
+		     char *rbuf)
+{
+	int peer = 1 - me;
+	MPI_Request r;
+	double t0 = 0;
+	MPI_Barrier(MPI_COMM_WORLD);
+	MPI_Irecv(rbuf, (int)size, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &r);
+	for (long i = 0; i < iters + warm; i++) {
+		if (i == warm)
+			t0 = MPI_Wtime();
+		int more = i + 1 < iters + warm;
+		if (me == 0) {
+			MPI_Send(sbuf, (int)size, MPI_CHAR, peer, 2,
+				 MPI_COMM_WORLD);
+			MPI_Wait(&r, MPI_STATUS_IGNORE);
+			if (more)
+				MPI_Irecv(rbuf, (int)size, MPI_CHAR, peer, 2,
+					  MPI_COMM_WORLD, &r);
+		} else {
+			MPI_Wait(&r, MPI_STATUS_IGNORE);
+			if (more)
+				MPI_Irecv(rbuf, (int)size, MPI_CHAR, peer, 2,
+					  MPI_COMM_WORLD, &r);
+			MPI_Send(sbuf, (int)size, MPI_CHAR, peer, 2,
+				 MPI_COMM_WORLD);
+		}
+	}
+	return (MPI_Wtime() - t0) * 1e6 / (2.0 * (double)iters);
+}
+
+/* Seconds rank 0 spent on iters windows (the pattern of sb_window). */
+static double mb_window(int me, size_t size, int window, long iters,
+			long warm, char *sbuf, char *rbuf, MPI_Request *h,
+			MPI_Status *st)
+{
+	double t0 = 0;
+	char ack[4] = {0};
+	MPI_Barrier(MPI_COMM_WORLD);
+	for (long it = 0; it < iters + warm; it++) {
+		if (it == warm)
+			t0 = MPI_Wtime();
+		if (me == 0) {
+			MPI_Request a;
+			MPI_Irecv(ack, 4, MPI_CHAR, 1, 4, MPI_COMM_WORLD, &a);
+			for (int w = 0; w < window; w++)
+				MPI_Isend(sbuf, (int)size, MPI_CHAR, 1, 3,
+					  MPI_COMM_WORLD, &h[w]);
+			MPI_Waitall(window, h, st);
+			MPI_Wait(&a, MPI_STATUS_IGNORE);
+		} else {
+			for (int w = 0; w < window; w++)
+				MPI_Irecv(rbuf, (int)size, MPI_CHAR, 0, 3,
+					  MPI_COMM_WORLD, &h[w]);
+			MPI_Waitall(window, h, st);
+			MPI_Send(ack, 4, MPI_CHAR, 0, 4, MPI_COMM_WORLD);
+		}
+	}
+	return MPI_Wtime() - t0;
+}
+
+int main(int argc, char **argv)
+{
+	MPI_Init(&argc, &argv);
+	int me, np;
+	MPI_Comm_rank(MPI_COMM_WORLD, &me);
+	MPI_Comm_size(MPI_COMM_WORLD, &np);
+	const char *what = argc > 1 ? argv[1] : "";
+	int lat = !strcmp(what, "lat"), bw = !strcmp(what, "bw"),
+	    mr = !strcmp(what, "mr");
+	mb_args_t a = {.min = lat ? 0 : 1, .max = mr ? 1 : 4 << 20,
+		       .iters = lat ? 10000 : mr ? 2000 : 100,
+		       .warmup = lat ? 1000 : mr ? 200 : 10, .window = 64,
+		       .label = "mpi"};
+	int opt;
+	optind = 2;
+	while (argc > 1 && (opt = getopt(argc, argv, "m:i:x:w:t:")) != -1) {
+		switch (opt) {
+		case 'm': {
+			char *colon = strchr(optarg, ':');
+			if (colon) {
+				*colon = '\0';
+				a.min = mb_size(optarg);
+				a.max = mb_size(colon + 1);
+			} else {
+				a.min = a.max = mb_size(optarg);
+			}
+			break;
+		}
+		case 'i': a.iters = atol(optarg); break;
+		case 'x': a.warmup = atol(optarg); break;
+		case 'w': a.window = atoi(optarg); break;
+		case 't': a.label = optarg; break;
+		default: lat = bw = mr = 0;
+		}
+	}
+	if (np != 2 || !(lat || bw || mr) || a.max < a.min || a.iters < 1 ||
+	    a.window < 1 || a.warmup < 0 || a.max > (size_t)1 << 30) {
+		if (me == 0)
+			fprintf(stderr,
+				"usage: mpirun -n 2 %s lat|bw|mr [-m MIN:MAX] "
+				"[-i ITERS] [-x WARMUP] [-w WINDOW] "
+				"[-t LABEL]\n", argv[0]);
+		MPI_Finalize();
+		return 2;
+	}
+	char *sbuf = malloc(a.max ? a.max : 1), *rbuf = malloc(a.max ? a.max : 1);
+	/* Statuses kept (not MPI_STATUSES_IGNORE): gcc's bounds check
+	 * misreads MPICH's sentinel pointer. */
+	MPI_Request *h = malloc(sizeof(*h) * (size_t)a.window);
+	MPI_Status *st = malloc(sizeof(*st) * (size_t)a.window);
+	if (!sbuf || !rbuf || !h || !st)
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	memset(sbuf, 'a', a.max ? a.max : 1);
+	memset(rbuf, 0, a.max ? a.max : 1);
+	for (size_t size = a.min;; size = size ? size * 2 : 1) {
+		if (lat) {
+			double us = mb_lat(me, size,
+					   mb_iters_for(size, a.iters),
+					   mb_iters_for(size, a.warmup), sbuf,
+					   rbuf);
+			if (me == 0)
+				printf("latency,%s,%zu,%.3f,us\n", a.label,
+				       size, us);
+		} else {
+			long iters = a.iters, warm = a.warmup;
+			if (bw && size > 8192) {
+				iters = (a.iters + 4) / 5;
+				warm = (a.warmup + 4) / 5;
+			}
+			double s = mb_window(me, size, a.window, iters, warm,
+					     sbuf, rbuf, h, st);
+			if (me == 0 && bw)
+				printf("bw,%s,%zu,%.2f,MB/s\n", a.label, size,
+				       (double)size * a.window * iters / s /
+					       1e6);
+			else if (me == 0)
+				printf("rate,%s,%zu,%.0f,msg/s\n", a.label,
+				       size, (double)a.window * iters / s);
+		}
+		fflush(stdout);
+		if (size >= a.max)
+			break;
+	}
+	free(st);
+	free(h);
+	free(sbuf);
+	free(rbuf);
+	MPI_Finalize();
+	return 0;
+}

@@ -1,0 +1,73 @@
+/*
+ * pcor_lat -- one-way latency between two processes, as osu_latency
+ * measures it: pid 0 sends, pid 1 answers with as many bytes, and the
+ * round trip over 2 is reported (microseconds).
+ *
+ * Both sides post the receive for the next message before sending, so a
+ * message always meets a posted receive, like a pre-posted MPI_Recv.  The
+ * send buffer is DMA memory (pcor_send_dma: no copy on the send side, the
+ * equivalent of MPI_Send from a user buffer).
+ */
+#include "shm_bench.h"
+
+int main(int argc, char **argv)
+{
+	sb_args_t a = {.min = 0, .max = 4 << 20, .iters = 10000,
+		       .warmup = 1000, .window = 1};
+	sb_parse(argc, argv, &a, "one-way latency (RTT/2), us");
+	sb_must(pcor_init(&argc, &argv), "init");
+	int me = pcor_self_pid();
+	if (pcor_nprocs() != 2) {
+		fprintf(stderr, "pcor_lat: run with pcorrun -n 2\n");
+		return 2;
+	}
+	int peer = 1 - me;
+	char *sbuf = sb_buf(a.max), *rbuf = sb_buf(a.max);
+	if (me == 0)
+		sb_csv_header(&a);
+	for (size_t size = a.min;; size = size ? size * 2 : 1) {
+		long iters = sb_iters_for(size, a.iters);
+		long warm = sb_iters_for(size, a.warmup);
+		sb_barrier(me, 1);
+		pcor_handle_t r, s;
+		int64_t t0 = 0;
+		sb_must(pcor_recv_copy(peer, 0, 2, rbuf, size, NULL, &r), "recv");
+		for (long i = 0; i < iters + warm; i++) {
+			if (i == warm)
+				t0 = sb_now_ns();
+			if (me == 0) {
+				sb_must(pcor_send_dma(peer, 0, 2, sbuf, size, 0,
+						      &s), "send");
+				sb_must(pcor_handle_test(r, PCOR_BLOCK), "wait");
+				if (i + 1 < iters + warm)
+					sb_must(pcor_recv_copy(peer, 0, 2, rbuf,
+							       size, NULL, &r),
+						"recv");
+				sb_must(pcor_handle_test(s, PCOR_BLOCK),
+					"wait send");
+			} else {
+				sb_must(pcor_handle_test(r, PCOR_BLOCK), "wait");
+				if (i + 1 < iters + warm)
+					sb_must(pcor_recv_copy(peer, 0, 2, rbuf,
+							       size, NULL, &r),
+						"recv");
+				sb_must(pcor_send_dma(peer, 0, 2, sbuf, size, 0,
+						      &s), "send");
+				sb_must(pcor_handle_test(s, PCOR_BLOCK),
+					"wait send");
+			}
+		}
+		int64_t t1 = sb_now_ns();
+		if (me == 0)
+			printf("latency,%s,%zu,%.3f,us\n", a.label, size,
+			       (double)(t1 - t0) / 1e3 / (2.0 * (double)iters));
+		fflush(stdout);
+		if (size >= a.max)
+			break;
+	}
+	sb_barrier(me, 1);
+	pcor_dma_free(sbuf);
+	pcor_dma_free(rbuf);
+	sb_must(pcor_finalize(), "finalize");
+	return 0;
+}

@@ -1,0 +1,228 @@
+/*
+ * shm.h -- private interface of the pcor-shm port kind (port_shm.c) and
+ * its data structures over shared memory (shm_ring.c): the segment
+ * layout, the single-producer/single-consumer receive rings and the send
+ * cell pool.
+ *
+ * The data structures know nothing of ports, peers or the protocol, so
+ * they are unit-tested alone (tests/shm/shm_unit.c).
+ *
+ * Segment of one process (a memfd, mapped by every local peer):
+ *
+ *   header          magic, geometry, owner, wake-up words
+ *   owner[nslots]   who sends through slot i (pid + 1; 0: free)
+ *   tail[nslots]    total-in of ring i: bytes the sender published
+ *   head[nslots]    total-out of ring i: bytes this process consumed
+ *   mark[ncells]    cell pool: a receiver marks a run it has consumed
+ *   ring[nslots]    receive rings, ring_size bytes each
+ *   cell[ncells]    this process's send cells, cell_size bytes each
+ *
+ * The tail and head counters of all pairs are contiguous arrays, so the
+ * receiver's scan of every ring reads a few cache lines (Chai et al.).
+ * Counters only grow (64 bits never wrap); a ring offset is the counter
+ * modulo ring_size.  Everything read from a peer's memory is validated
+ * before use: a corrupted or malicious peer can spoil its own messages,
+ * never make us read or write outside a mapping.
+ */
+#ifndef PCOR_DISPATCH_SHM_H
+#define PCOR_DISPATCH_SHM_H
+
+#include "../core/core.h"
+
+#define PCORI_SHM_MAGIC 0x316d6873726f6370ull /* "pcorshm1" */
+#define PCORI_SHM_VERSION 1
+#define PCORI_SHM_LINE 64    /* records, counters: cache-line aligned */
+#define PCORI_SHM_PAGE 4096
+#define PCORI_SHM_REC_HDR 8  /* record header bytes */
+
+/* Record kinds in a ring. */
+#define PCORI_SHM_REC_INLINE 1 /* the message follows the record header */
+#define PCORI_SHM_REC_CELLS 2  /* the message is in a run of sender cells */
+#define PCORI_SHM_REC_WRAP 3   /* skip to the start of the ring */
+
+/* Cell run marks (mark[first cell of a run]). */
+#define PCORI_SHM_MARK_IDLE 0u
+#define PCORI_SHM_MARK_BUSY 1u /* allocated; the receiver has not finished */
+#define PCORI_SHM_MARK_DONE 2u /* consumed: the sender may reuse the run */
+
+/* Geometry of a segment; offsets are computed, never read from a peer. */
+typedef struct pcori_shm_geom {
+	uint32_t nslots;    /* senders one process can receive from */
+	uint32_t ring_size; /* bytes per receive ring, a power of two */
+	uint32_t cell_size; /* bytes per cell, a multiple of 64 */
+	uint32_t ncells;    /* cells in the send pool */
+	uint64_t off_owner, off_tail, off_head, off_mark, off_ring, off_cell;
+	uint64_t size;      /* whole segment, page-aligned */
+} pcori_shm_geom_t;
+
+/*
+ * Check the four sizes of g and compute its offsets and size.  Returns 0,
+ * or -1 when a size is out of range (so a peer's header can be checked
+ * with the same call).
+ */
+int pcori_shm_layout(pcori_shm_geom_t *g);
+
+/* The first page of a segment. */
+typedef struct pcori_shm_hdr {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t key_check; /* the job's */
+	uint64_t nonce;     /* random; also in the directory address */
+	int32_t pid;        /* owner's pid in the job */
+	int32_t ospid;      /* owner's process id on the host */
+	uint64_t base;      /* owner's address of this mapping (CMA probe) */
+	uint32_t nslots, ring_size, cell_size, ncells;
+	/* Slots claimed so far + 1 at most: the receiver scans below it. */
+	alignas(PCORI_SHM_LINE) _Atomic uint32_t hwm;
+	/*
+	 * Wake-up: the receiver sets `sleeping` before it sleeps on `wake`;
+	 * a sender bumps `wake` and wakes it only when `sleeping` is set.
+	 */
+	alignas(PCORI_SHM_LINE) _Atomic uint32_t sleeping;
+	_Atomic uint32_t wake;
+} pcori_shm_hdr_t;
+
+/*
+ * A pcor-shm port's address in the directory: how a local peer opens the
+ * segment (/proc/<ospid>/fd/<fd>) and what it must find there.
+ */
+#define PCORI_SHM_ADDR_MAGIC 0x72646461686d7370ull /* "pshmaddr" */
+typedef struct pcori_shm_addr {
+	uint64_t magic;
+	uint64_t nonce;
+	uint64_t size;
+	int32_t pid, ospid, fd;
+	uint32_t version;
+} pcori_shm_addr_t;
+
+/* ------------------------------------------------------------- rings */
+
+/* One receive ring as seen by either side. */
+typedef struct pcori_shm_ring {
+	uint8_t *buf;           /* size bytes */
+	_Atomic uint64_t *tail; /* total-in: written by the producer only */
+	_Atomic uint64_t *head; /* total-out: written by the consumer only */
+	uint32_t size;          /* power of two */
+} pcori_shm_ring_t;
+
+/* The producer's private view: callers serialise producers. */
+typedef struct pcori_shm_prod {
+	uint64_t tail; /* including reserved, unpublished records */
+	uint64_t head; /* consumer's total-out when last read */
+} pcori_shm_prod_t;
+
+/* A record as the consumer sees it (valid until head moves past it). */
+typedef struct pcori_shm_rec {
+	uint32_t kind;
+	uint32_t len;        /* message bytes */
+	const uint8_t *data; /* INLINE: the message */
+	uint32_t first, count; /* CELLS: the run */
+} pcori_shm_rec_t;
+
+/* Bytes a record with plen payload bytes takes in a ring. */
+static inline uint64_t pcori_shm_rec_size(uint64_t plen)
+{
+	return (PCORI_SHM_REC_HDR + plen + PCORI_SHM_LINE - 1) &
+	       ~(uint64_t)(PCORI_SHM_LINE - 1);
+}
+
+/*
+ * Largest payload of an INLINE record in a ring of ring_size: a quarter
+ * of the ring, so a full ring still holds several messages.
+ */
+static inline uint32_t pcori_shm_inline_max(uint32_t ring_size)
+{
+	return ring_size / 4 - PCORI_SHM_REC_HDR;
+}
+
+/*
+ * Reserve a record of plen payload bytes (kind, len and aux words written
+ * into its header) and return where its payload goes, or NULL when the
+ * ring has no room (nothing changed then).  The record stays invisible to
+ * the consumer until pcori_shm_ring_commit.  plen must not exceed
+ * pcori_shm_inline_max.
+ */
+void *pcori_shm_ring_reserve(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr,
+			     uint32_t kind, uint32_t len, uint32_t plen);
+
+/*
+ * Publish every reserved record.  The store is sequentially consistent:
+ * together with the consumer's seq_cst store to `sleeping` it orders the
+ * sender's check of that flag after the data (see port_shm.c).
+ */
+static inline void pcori_shm_ring_commit(const pcori_shm_ring_t *r,
+					 const pcori_shm_prod_t *pr)
+{
+	atomic_store_explicit(r->tail, pr->tail, memory_order_seq_cst);
+}
+
+/*
+ * Consumer: decode the record at head, given the tail it loaded (the
+ * caller has checked head <= tail <= head + size).  Skips a WRAP record.
+ * Returns 1 with *rec and the head after the record in *next_p, or -1 when
+ * the record is malformed (the ring must then be abandoned).
+ */
+int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
+			uint64_t tail, pcori_shm_rec_t *rec, uint64_t *next_p);
+
+/* ------------------------------------------------------------- cells */
+
+/* A run of cells sent and not yet reclaimed. */
+typedef struct pcori_shm_run {
+	uint32_t first, count; /* count 0: reclaimed out of order */
+	const void *owner;     /* the destination (opaque here) */
+} pcori_shm_run_t;
+
+/*
+ * The send pool of one process: which cells are free (a bitmap), and the
+ * runs sent, in sending order, waiting for the receiver's mark
+ * (mark-and-sweep: receivers only ever write a mark; the owner reclaims).
+ * Not thread-safe: the port guards it with a lock.
+ */
+typedef struct pcori_shm_pool {
+	uint32_t ncells;
+	uint32_t nfree;
+	uint64_t *bits;          /* 1: in use */
+	_Atomic uint32_t *marks; /* in the shared segment, ncells of them */
+	pcori_shm_run_t *runs;   /* FIFO of ncells entries */
+	uint32_t rfirst, rcount;
+} pcori_shm_pool_t;
+
+int pcori_shm_pool_init(pcori_shm_pool_t *p, uint32_t ncells,
+			_Atomic uint32_t *marks);
+void pcori_shm_pool_fini(pcori_shm_pool_t *p);
+
+/*
+ * Take count consecutive cells (first fit, so recently used cells are
+ * reused while they are still in cache).  Their mark becomes BUSY.
+ * Returns true and *first_p, or false when no such run is free.
+ */
+bool pcori_shm_pool_alloc(pcori_shm_pool_t *p, uint32_t count,
+			  uint32_t *first_p);
+
+/* Give back a run that was never announced to a receiver. */
+void pcori_shm_pool_free(pcori_shm_pool_t *p, uint32_t first, uint32_t count);
+
+/* Remember an announced run until its receiver marks it DONE. */
+void pcori_shm_pool_publish(pcori_shm_pool_t *p, uint32_t first,
+			    uint32_t count, const void *owner);
+
+/*
+ * Reclaim runs marked DONE, or whose owner gone() says has left (may be
+ * NULL).  Quick sweep (full false): from the oldest run while runs are
+ * done -- one receiver consumes in order, so this is usually all.  Full
+ * sweep: every run.  Returns the cells freed.
+ */
+uint32_t pcori_shm_pool_sweep(pcori_shm_pool_t *p, bool full,
+			      bool (*gone)(const void *owner));
+
+/* Receiver: run `first` of a sender's pool (ncells cells) is consumed. */
+static inline void pcori_shm_mark_done(_Atomic uint32_t *marks,
+				       uint32_t first)
+{
+	/* Release: our reads of the cells happen before the sender reuses. */
+	atomic_store_explicit(&marks[first], PCORI_SHM_MARK_DONE,
+			      memory_order_release);
+}
+
+#endif /* PCOR_DISPATCH_SHM_H */

@@ -1,0 +1,301 @@
+/*
+ * shm_ring.c -- the shared-memory data structures of the pcor-shm port:
+ * segment layout, SPSC receive rings and the send cell pool.
+ *
+ * Design notes
+ *  - A ring is a byte array with two monotonically growing counters:
+ *    tail (the producer's) and head (the consumer's).  A record is an
+ *    8-byte header (length, kind) and its payload, padded to a cache
+ *    line: records never share a line, so the consumer reading record n
+ *    does not fight the producer writing record n+1.  A record never
+ *    straddles the end: a WRAP record fills the rest of the ring instead.
+ *  - The producer publishes with one store of tail (release, in fact
+ *    seq_cst for the wake-up protocol); the consumer publishes with one
+ *    store of head (release) after it is done with the records, so the
+ *    producer never overwrites bytes still being read.
+ *  - Record headers are read once, with one 8-byte load, into locals:
+ *    a producer rewriting them meanwhile cannot make us check one value
+ *    and use another.
+ *  - Cells: a bitmap of free cells (first fit) and a FIFO of announced
+ *    runs.  A receiver sets a run's mark to DONE; the owner sweeps.
+ */
+#include "shm.h"
+
+static inline uint64_t round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+int pcori_shm_layout(pcori_shm_geom_t *g)
+{
+	uint32_t rs = g->ring_size;
+	if (g->nslots < 1 || g->nslots > 4096 || rs < 4096 ||
+	    rs > (16u << 20) || (rs & (rs - 1)) || g->cell_size < 1024 ||
+	    g->cell_size > (16u << 20) || g->cell_size % PCORI_SHM_LINE ||
+	    g->ncells < 1 || g->ncells > 65536)
+		return -1;
+	/* Keep a segment's address space reasonable (pages come on use). */
+	if ((uint64_t)g->nslots * rs > (1ull << 32) ||
+	    (uint64_t)g->ncells * g->cell_size > (1ull << 32))
+		return -1;
+	uint64_t off = round_up(sizeof(pcori_shm_hdr_t), PCORI_SHM_PAGE);
+	g->off_owner = off;
+	off = round_up(off + (uint64_t)g->nslots * 8, PCORI_SHM_LINE);
+	g->off_tail = off;
+	off = round_up(off + (uint64_t)g->nslots * 8, PCORI_SHM_LINE);
+	g->off_head = off;
+	off = round_up(off + (uint64_t)g->nslots * 8, PCORI_SHM_LINE);
+	g->off_mark = off;
+	off = round_up(off + (uint64_t)g->ncells * 4, PCORI_SHM_PAGE);
+	g->off_ring = off;
+	off += (uint64_t)g->nslots * rs;
+	g->off_cell = off;
+	off += (uint64_t)g->ncells * g->cell_size;
+	g->size = round_up(off, PCORI_SHM_PAGE);
+	return 0;
+}
+
+/* ------------------------------------------------------------- rings */
+
+/* Header word: len in the low 32 bits, kind above. */
+static inline void rec_put(uint8_t *at, uint32_t kind, uint32_t len)
+{
+	__atomic_store_n((uint64_t *)(void *)at,
+			 (uint64_t)kind << 32 | len, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t rec_get(const uint8_t *at)
+{
+	return __atomic_load_n((const uint64_t *)(const void *)at,
+			       __ATOMIC_RELAXED);
+}
+
+void *pcori_shm_ring_reserve(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr,
+			     uint32_t kind, uint32_t len, uint32_t plen)
+{
+	uint64_t need = pcori_shm_rec_size(plen);
+	uint64_t tail = pr->tail;
+	uint64_t pos = tail & (r->size - 1);
+	uint64_t room = r->size - pos;
+	uint64_t total = need <= room ? need : room + need;
+	/*
+	 * The head we saw last is usually far enough behind: only reload
+	 * it (a cache miss on the consumer's line) when it is not.
+	 */
+	if (tail + total - pr->head > r->size) {
+		pr->head = atomic_load_explicit(r->head, memory_order_acquire);
+		if (tail + total - pr->head > r->size)
+			return NULL;
+	}
+	if (need > room) {
+		rec_put(r->buf + pos, PCORI_SHM_REC_WRAP, (uint32_t)room);
+		tail += room;
+		pos = 0;
+	}
+	rec_put(r->buf + pos, kind, len);
+	pr->tail = tail + need;
+	return r->buf + pos + PCORI_SHM_REC_HDR;
+}
+
+int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
+			uint64_t tail, pcori_shm_rec_t *rec, uint64_t *next_p)
+{
+	uint64_t avail = tail - head;
+	uint64_t pos = head & (r->size - 1);
+	uint64_t room = r->size - pos;
+	if (avail < PCORI_SHM_REC_HDR || (pos & (PCORI_SHM_LINE - 1)))
+		return -1;
+	uint64_t w = rec_get(r->buf + pos);
+	uint32_t kind = (uint32_t)(w >> 32), len = (uint32_t)w;
+	if (kind == PCORI_SHM_REC_WRAP) {
+		if (pos == 0 || len != room || room >= avail)
+			return -1;
+		head += room;
+		avail -= room;
+		pos = 0;
+		room = r->size;
+		w = rec_get(r->buf);
+		kind = (uint32_t)(w >> 32);
+		len = (uint32_t)w;
+	}
+	uint64_t plen;
+	switch (kind) {
+	case PCORI_SHM_REC_INLINE:
+		plen = len;
+		break;
+	case PCORI_SHM_REC_CELLS:
+		plen = 8;
+		break;
+	default:
+		return -1;
+	}
+	uint64_t need = pcori_shm_rec_size(plen);
+	if (need > room || need > avail)
+		return -1;
+	const uint8_t *payload = r->buf + pos + PCORI_SHM_REC_HDR;
+	rec->kind = kind;
+	rec->len = len;
+	rec->data = payload;
+	if (kind == PCORI_SHM_REC_CELLS) {
+		uint64_t c = rec_get(payload);
+		rec->first = (uint32_t)c;
+		rec->count = (uint32_t)(c >> 32);
+		rec->data = NULL;
+	}
+	*next_p = head + need;
+	return 1;
+}
+
+/* ------------------------------------------------------------- cells */
+
+int pcori_shm_pool_init(pcori_shm_pool_t *p, uint32_t ncells,
+			_Atomic uint32_t *marks)
+{
+	memset(p, 0, sizeof(*p));
+	size_t words = (ncells + 63) / 64;
+	p->bits = calloc(words, sizeof(*p->bits));
+	p->runs = calloc(ncells, sizeof(*p->runs));
+	if (!p->bits || !p->runs) {
+		pcori_shm_pool_fini(p);
+		return PCOR_ERR_NOMEM;
+	}
+	/* Bits past the end stay set: never handed out. */
+	if (ncells % 64)
+		p->bits[words - 1] = ~0ull << (ncells % 64);
+	p->ncells = ncells;
+	p->nfree = ncells;
+	p->marks = marks;
+	for (uint32_t i = 0; i < ncells; i++)
+		atomic_store_explicit(&marks[i], PCORI_SHM_MARK_IDLE,
+				      memory_order_relaxed);
+	return PCOR_OK;
+}
+
+void pcori_shm_pool_fini(pcori_shm_pool_t *p)
+{
+	free(p->bits);
+	free(p->runs);
+	p->bits = NULL;
+	p->runs = NULL;
+}
+
+static inline bool bit_get(const uint64_t *b, uint32_t i)
+{
+	return b[i / 64] >> (i % 64) & 1;
+}
+
+static void bits_set(uint64_t *b, uint32_t first, uint32_t count, bool on)
+{
+	for (uint32_t i = first; i < first + count; i++) {
+		if (on)
+			b[i / 64] |= 1ull << (i % 64);
+		else
+			b[i / 64] &= ~(1ull << (i % 64));
+	}
+}
+
+bool pcori_shm_pool_alloc(pcori_shm_pool_t *p, uint32_t count,
+			  uint32_t *first_p)
+{
+	if (count == 0 || count > p->nfree)
+		return false;
+	uint32_t i = 0;
+	while (i + count <= p->ncells) {
+		uint64_t w = p->bits[i / 64];
+		if (i % 64 == 0 && w == ~0ull) { /* a full word: skip it */
+			i += 64;
+			continue;
+		}
+		if (bit_get(p->bits, i)) {
+			i++;
+			continue;
+		}
+		uint32_t j = i + 1;
+		while (j < i + count && !bit_get(p->bits, j))
+			j++;
+		if (j == i + count) {
+			bits_set(p->bits, i, count, true);
+			p->nfree -= count;
+			atomic_store_explicit(&p->marks[i], PCORI_SHM_MARK_BUSY,
+					      memory_order_relaxed);
+			*first_p = i;
+			return true;
+		}
+		i = j + 1;
+	}
+	return false;
+}
+
+void pcori_shm_pool_free(pcori_shm_pool_t *p, uint32_t first, uint32_t count)
+{
+	PCORI_ASSERT(first < p->ncells && count <= p->ncells - first);
+	atomic_store_explicit(&p->marks[first], PCORI_SHM_MARK_IDLE,
+			      memory_order_relaxed);
+	bits_set(p->bits, first, count, false);
+	p->nfree += count;
+}
+
+void pcori_shm_pool_publish(pcori_shm_pool_t *p, uint32_t first,
+			    uint32_t count, const void *owner)
+{
+	/*
+	 * Runs reclaimed out of order stay behind as tombstones until the
+	 * oldest goes; when they fill the FIFO, squeeze them out.  Live runs
+	 * hold a cell each and this one is not counted yet, so there is room
+	 * afterwards.
+	 */
+	if (p->rcount == p->ncells) {
+		uint32_t k = 0;
+		for (uint32_t i = 0; i < p->rcount; i++) {
+			pcori_shm_run_t *r = &p->runs[(p->rfirst + i) %
+						      p->ncells];
+			if (r->count)
+				p->runs[(p->rfirst + k++) % p->ncells] = *r;
+		}
+		p->rcount = k;
+	}
+	PCORI_ASSERT(p->rcount < p->ncells);
+	pcori_shm_run_t *r = &p->runs[(p->rfirst + p->rcount) % p->ncells];
+	r->first = first;
+	r->count = count;
+	r->owner = owner;
+	p->rcount++;
+}
+
+static bool run_done(pcori_shm_pool_t *p, const pcori_shm_run_t *r,
+		     bool (*gone)(const void *owner))
+{
+	return atomic_load_explicit(&p->marks[r->first],
+				    memory_order_acquire) ==
+		       PCORI_SHM_MARK_DONE ||
+	       (gone && gone(r->owner));
+}
+
+uint32_t pcori_shm_pool_sweep(pcori_shm_pool_t *p, bool full,
+			      bool (*gone)(const void *owner))
+{
+	uint32_t freed = 0;
+	if (full) {
+		for (uint32_t k = 0; k < p->rcount; k++) {
+			pcori_shm_run_t *r = &p->runs[(p->rfirst + k) %
+						      p->ncells];
+			if (r->count && run_done(p, r, gone)) {
+				freed += r->count;
+				pcori_shm_pool_free(p, r->first, r->count);
+				r->count = 0;
+			}
+		}
+	}
+	while (p->rcount) {
+		pcori_shm_run_t *r = &p->runs[p->rfirst];
+		if (r->count) {
+			if (!run_done(p, r, gone))
+				break;
+			freed += r->count;
+			pcori_shm_pool_free(p, r->first, r->count);
+		}
+		p->rfirst = (p->rfirst + 1) % p->ncells;
+		p->rcount--;
+	}
+	return freed;
+}

@@ -1,0 +1,741 @@
+/*
+ * shm_app -- the program the pcor-shm integration tests launch through
+ * pcorrun (shm_test.sh).  argv[1] picks the case; every process prints
+ * "<case>: ok" when all its checks held and exits non-zero otherwise.
+ * Each process also prints "ospid <n>" so the script can look for
+ * anything left behind.
+ *
+ *   sizes MAX [nocma]  2 processes: every size from 0 bytes to MAX, both
+ *                      ways, copy and DMA sends and receives, byte-exact;
+ *                      checks the messages went through pcor-shm, with
+ *                      single-copy reads (or, with nocma, without any)
+ *   alltoall T         N processes x T threads: every thread sends to
+ *                      every thread of the other processes (small, cell
+ *                      and rendezvous sizes) and receives from all
+ *   flood N            2 processes: pid 0 sends N messages to a thread of
+ *                      pid 1 that does not receive until all are posted
+ *                      and pid 1 has refused some (its MCB pool is full);
+ *                      then it receives all, in order, none lost
+ *   kill               3 processes: pid 1 kills itself (SIGKILL) while
+ *                      pid 0 is sending to it; pid 0 gets PCOR_ERR_PEER_LOST,
+ *                      releases pid 1's segment and keeps talking to pid 2
+ *   spawn              2 processes; pid 0 spawns a third ("spawned"),
+ *                      which talks to both over pcor-shm
+ *   rogue              3 processes: pid 2 writes garbage into its ring in
+ *                      pid 0's segment and forges a slot; pid 0 survives,
+ *                      counts it and keeps talking to pid 1
+ *
+ * Waiting is on handles (and, where a background event is awaited, on a
+ * bounded poll of its outcome); no sleeps stand in for events.
+ */
+#include "harness.h"
+
+#include "dispatch/dispatch.h"
+#include "dispatch/shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define SEC 1000000000LL
+
+static int me, np;
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * SEC + ts.tv_nsec;
+}
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	CHECK(p);
+	return p;
+}
+
+static void *dma(size_t n)
+{
+	void *p;
+	CHECK_OK(pcor_dma_alloc(n, &p));
+	return p;
+}
+
+/* Zero-byte messages from every process to every other on tag. */
+static void barrier(int tag)
+{
+	pcor_handle_t *h = xmalloc(sizeof(*h) * 2 * (size_t)np);
+	int k = 0;
+	for (int q = 0; q < np; q++) {
+		if (q == me)
+			continue;
+		CHECK_OK(pcor_recv_copy(q, 0, tag, NULL, 0, NULL, &h[k++]));
+		CHECK_OK(pcor_send_copy(q, 0, tag, NULL, 0, &h[k++]));
+	}
+	for (int i = 0; i < k; i++)
+		CHECK_OK(pcor_handle_test(h[i], PCOR_BLOCK));
+	free(h);
+}
+
+/* The port that carries messages to pid. */
+static pcori_port_t *route_of(int pid)
+{
+	pcori_peer_t *peer = pcori_peer_get(pid);
+	CHECK(peer);
+	CHECK_OK(pcori_peer_ready(peer));
+	pcori_route_t *r = pcori_peer_route(peer);
+	CHECK(r);
+	return r->port;
+}
+
+static bool through_shm(int pid)
+{
+	return !strcmp(route_of(pid)->info.provider, "pcor-shm");
+}
+
+/* ------------------------------------------------------------- sizes */
+
+static const size_t sizes_list[] = {
+	0, 1, 2, 7, 8, 63, 64, 65, 255, 256, 1000, 4095, 4096, 8000,
+	8120, 8121, 8192, 9000, 16384, 65535, 65536, 65537, 100000,
+	(1 << 20) + 3, 4 << 20, (16 << 20) + 1, 64 << 20, 256 << 20,
+};
+
+static uint64_t seed_of(size_t size, int from)
+{
+	return size * 2 + (uint64_t)from + 1;
+}
+
+/* One message of n bytes from `from` to `to`, checked at the receiver. */
+static void transfer(int from, int to, size_t n, int variant, uint8_t *src,
+		     uint8_t *dsrc, uint8_t *dst)
+{
+	int tag = 100 + variant;
+	uint64_t seed = seed_of(n, from);
+	if (me == from) {
+		pcor_handle_t h;
+		/* Alternate copy sends (any memory) and DMA sends. */
+		if (variant & 1) {
+			th_fill(dsrc, n, seed);
+			CHECK_OK(pcor_send_dma(to, 0, tag, dsrc, n, 0, &h));
+		} else {
+			th_fill(src, n, seed);
+			CHECK_OK(pcor_send_copy(to, 0, tag, src, n, &h));
+			/* Copy semantics: the buffer is ours again at once. */
+			memset(src, 0x5a, n);
+		}
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+	} else if (me == to) {
+		pcor_handle_t h;
+		pcor_msginfo_t info;
+		if (variant & 2) {
+			void *got = NULL;
+			CHECK_OK(pcor_recv_dma(from, 0, tag, &got, &info, &h));
+			CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+			CHECK(info.size == n && info.pid == from);
+			CHECK(n == 0 || got);
+			CHECK_PATTERN(got, n, seed);
+			if (got)
+				CHECK_OK(pcor_dma_free(got));
+		} else {
+			/* A guard byte past the capacity must stay. */
+			dst[n] = 0xa5;
+			CHECK_OK(pcor_recv_copy(from, 0, tag, dst, n, &info,
+						&h));
+			CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+			CHECK(info.size == n && info.pid == from &&
+			      info.thid == 0 && info.tag == tag);
+			CHECK_PATTERN(dst, n, seed);
+			CHECK(dst[n] == 0xa5);
+		}
+	}
+}
+
+static int run_sizes(size_t max, bool nocma)
+{
+	CHECK(np == 2);
+	int peer = 1 - me;
+	CHECK(through_shm(peer));
+	pcori_port_t *port = route_of(peer);
+	CHECK(port->can_read == !nocma);
+	uint8_t *src = xmalloc(max), *dst = xmalloc(max + 1);
+	uint8_t *dsrc = dma(max);
+	int v = 0;
+	for (size_t i = 0; i < PCORI_ARRAY_LEN(sizes_list); i++) {
+		size_t n = sizes_list[i];
+		if (n > max)
+			break;
+		transfer(0, 1, n, v++, src, dsrc, dst);
+		transfer(1, 0, n, v++, src, dsrc, dst);
+	}
+	/* Truncation: what fits arrives, with the full size reported. */
+	size_t big = PCORI_MIN(max, (size_t)200000), cap = big / 2;
+	if (me == 0) {
+		pcor_handle_t h;
+		th_fill(src, big, 77);
+		CHECK_OK(pcor_send_copy(1, 0, 99, src, big, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+	} else {
+		pcor_handle_t h;
+		pcor_msginfo_t info;
+		CHECK_OK(pcor_recv_copy(0, 0, 99, dst, cap, &info, &h));
+		CHECK_RC(pcor_handle_test(h, PCOR_BLOCK), PCOR_ERR_TRUNCATE);
+		CHECK(info.size == big);
+		CHECK_PATTERN(dst, cap, 77);
+	}
+	barrier(98);
+	/* Large messages took the single copy, or (nocma) never did. */
+	uint64_t reads = atomic_load(&port->st.rma_reads);
+	if (nocma)
+		CHECK(reads == 0);
+	else if (max > pcori_net.eager_max)
+		CHECK(reads > 0);
+	CHECK(atomic_load(&port->st.bad_hdr) == 0);
+	free(src);
+	free(dst);
+	pcor_dma_free(dsrc);
+	return 0;
+}
+
+/* ---------------------------------------------------------- alltoall */
+
+static int a2a_t;
+
+static size_t a2a_size(int from_pid, int from_t, int to_pid, int to_t)
+{
+	unsigned k = (unsigned)(from_pid * 7919 + from_t * 104729 +
+				to_pid * 31 + to_t * 131);
+	if (k % 101 == 0)
+		return 70000 + k % 100; /* rendezvous */
+	if (k % 13 == 0)
+		return 9000 + k % 500;  /* cells */
+	return 16 + k % 200;            /* inline in the ring */
+}
+
+static uint64_t a2a_seed(int from_pid, int from_t, int to_pid, int to_t)
+{
+	return ((uint64_t)from_pid << 48) ^ ((uint64_t)from_t << 32) ^
+	       ((uint64_t)to_pid << 16) ^ (uint64_t)to_t;
+}
+
+static void *a2a_thread(void *arg)
+{
+	int t = (int)(intptr_t)arg; /* 1..a2a_t */
+	CHECK(pcor_self_thid() == t);
+	int peers = (np - 1) * a2a_t;
+	pcor_handle_t *hs = xmalloc(sizeof(*hs) * (size_t)peers);
+	uint8_t *buf = xmalloc(80000);
+	int k = 0;
+	for (int q = 0; q < np; q++) {
+		if (q == me)
+			continue;
+		for (int u = 1; u <= a2a_t; u++) {
+			size_t n = a2a_size(me, t, q, u);
+			th_fill(buf, n, a2a_seed(me, t, q, u));
+			CHECK_OK(pcor_send_copy(q, u, 7, buf, n, &hs[k++]));
+		}
+	}
+	/* Receive from everybody, in whatever order they come. */
+	uint8_t *seen = calloc((size_t)np * (size_t)(a2a_t + 1), 1);
+	CHECK(seen);
+	for (int i = 0; i < peers; i++) {
+		pcor_handle_t h;
+		pcor_msginfo_t info;
+		CHECK_OK(pcor_recv_copy(PCOR_ANY_PID, PCOR_ANY_THID, 7, buf,
+					80000, &info, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		CHECK(info.pid >= 0 && info.pid < np && info.pid != me);
+		CHECK(info.thid >= 1 && info.thid <= a2a_t);
+		size_t slot = (size_t)info.pid * (size_t)(a2a_t + 1) +
+			      (size_t)info.thid;
+		CHECK(!seen[slot]);
+		seen[slot] = 1;
+		CHECK(info.size == a2a_size(info.pid, info.thid, me, t));
+		CHECK_PATTERN(buf, info.size,
+			      a2a_seed(info.pid, info.thid, me, t));
+	}
+	for (int i = 0; i < k; i++)
+		CHECK_OK(pcor_handle_test(hs[i], PCOR_BLOCK));
+	free(seen);
+	free(buf);
+	free(hs);
+	return NULL;
+}
+
+static int run_alltoall(int t)
+{
+	a2a_t = t;
+	for (int q = 0; q < np; q++)
+		if (q != me)
+			CHECK(through_shm(q));
+	int *thids = xmalloc(sizeof(int) * (size_t)t);
+	for (int i = 0; i < t; i++) {
+		CHECK_OK(pcor_thread_create(a2a_thread, (void *)(intptr_t)(i + 1),
+					    &thids[i]));
+		/* Ids are handed out in order: the peers rely on it. */
+		CHECK(thids[i] == i + 1);
+	}
+	for (int i = 0; i < t; i++)
+		CHECK_OK(pcor_thread_join(thids[i], NULL));
+	free(thids);
+	barrier(97);
+	return 0;
+}
+
+/* ------------------------------------------------------------- flood */
+
+static int flood_n;
+static pthread_mutex_t fl_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fl_cv = PTHREAD_COND_INITIALIZER;
+static bool fl_posted, fl_go;
+
+static size_t flood_size(int i)
+{
+	return i % 50 == 49 ? 9000 : 16; /* a cell message now and then */
+}
+
+/* pid 0: posts every send, says so, then waits for them all. */
+static void *flood_sender(void *arg)
+{
+	(void)arg;
+	pcor_handle_t *h = xmalloc(sizeof(*h) * (size_t)flood_n);
+	uint8_t buf[9000];
+	for (int i = 0; i < flood_n; i++) {
+		size_t n = flood_size(i);
+		th_fill(buf, n, (uint64_t)i);
+		CHECK_OK(pcor_send_copy(1, 0, 5, buf, n, &h[i]));
+	}
+	pthread_mutex_lock(&fl_mu);
+	fl_posted = true;
+	pthread_cond_broadcast(&fl_cv);
+	pthread_mutex_unlock(&fl_mu);
+	for (int i = 0; i < flood_n; i++)
+		CHECK_OK(pcor_handle_test(h[i], PCOR_BLOCK));
+	free(h);
+	return NULL;
+}
+
+/* pid 1: waits for pid 0's word that every send is posted. */
+static void *flood_listener(void *arg)
+{
+	(void)arg;
+	pcor_handle_t h;
+	CHECK_OK(pcor_recv_copy(0, PCOR_ANY_THID, 6, NULL, 0, NULL, &h));
+	CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+	pthread_mutex_lock(&fl_mu);
+	fl_go = true;
+	pthread_cond_broadcast(&fl_cv);
+	pthread_mutex_unlock(&fl_mu);
+	return NULL;
+}
+
+static void wait_flag(bool *flag)
+{
+	pthread_mutex_lock(&fl_mu);
+	while (!*flag)
+		pthread_cond_wait(&fl_cv, &fl_mu);
+	pthread_mutex_unlock(&fl_mu);
+}
+
+static int run_flood(int n)
+{
+	CHECK(np == 2);
+	flood_n = n;
+	CHECK(through_shm(1 - me));
+	pcori_port_t *port = route_of(1 - me);
+	int th;
+	if (me == 0) {
+		CHECK_OK(pcor_thread_create(flood_sender, NULL, &th));
+		wait_flag(&fl_posted);
+		/* From another thread: its stream is not behind the flood. */
+		pcor_handle_t h;
+		CHECK_OK(pcor_send_copy(1, 1, 6, NULL, 0, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		CHECK_OK(pcor_thread_join(th, NULL));
+	} else {
+		CHECK_OK(pcor_thread_create(flood_listener, NULL, &th));
+		CHECK(th == 1);
+		wait_flag(&fl_go);
+		/* Not receiving: the pool fills and then newcomers are refused. */
+		uint32_t cap = (uint32_t)pcori_rt.cfg.mcb_pool;
+		int64_t end = now_ns() + 60 * SEC;
+		while (atomic_load(&port->st.nack_sent) == 0 && now_ns() < end)
+			sched_yield();
+		CHECK(atomic_load(&port->st.nack_sent) > 0);
+		/* Held back by the pool and the budget, not piled up. */
+		CHECK(pcori_mcb_pool_avail(&pcori_msg.pool) <= cap);
+		CHECK(atomic_load(&pcori_msg.unexp_bytes) <=
+		      pcori_msg.unexp_max);
+		uint8_t buf[9000];
+		for (int i = 0; i < n; i++) {
+			pcor_handle_t h;
+			pcor_msginfo_t info;
+			CHECK_OK(pcor_recv_copy(0, PCOR_ANY_THID, 5, buf,
+						sizeof(buf), &info, &h));
+			CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+			CHECK(info.size == flood_size(i));
+			CHECK_PATTERN(buf, info.size, (uint64_t)i);
+		}
+		CHECK_OK(pcor_thread_join(th, NULL));
+		printf("flood: %d messages, %llu refusals\n", n,
+		       (unsigned long long)atomic_load(&port->st.nack_sent));
+	}
+	barrier(96);
+	return 0;
+}
+
+/* -------------------------------------------------------------- kill */
+
+/* Does this process still map the segment of job pid `pid`? */
+static bool maps_segment_of(int pid)
+{
+	char want[64];
+	snprintf(want, sizeof(want), "pcor-shm-%08x-%d ",
+		 (unsigned)pcori_net.lim.key_check, pid);
+	FILE *f = fopen("/proc/self/maps", "re");
+	CHECK(f);
+	char line[512];
+	bool found = false;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, want))
+			found = true;
+	fclose(f);
+	return found;
+}
+
+/* Round trips of a few sizes between pid 0 and pid 2. */
+static void talk_0_2(int tag)
+{
+	static const size_t n[] = {8, 5000, 60000, 3 << 20};
+	int peer = me == 0 ? 2 : 0;
+	uint8_t *buf = xmalloc(3 << 20);
+	for (size_t i = 0; i < PCORI_ARRAY_LEN(n); i++) {
+		pcor_handle_t s, r;
+		pcor_msginfo_t info;
+		CHECK_OK(pcor_recv_copy(peer, 0, tag, buf, n[i], &info, &r));
+		uint8_t *out = xmalloc(n[i]);
+		th_fill(out, n[i], n[i] + (uint64_t)me);
+		CHECK_OK(pcor_send_copy(peer, 0, tag, out, n[i], &s));
+		CHECK_OK(pcor_handle_test(s, PCOR_BLOCK));
+		CHECK_OK(pcor_handle_test(r, PCOR_BLOCK));
+		CHECK(info.size == n[i]);
+		CHECK_PATTERN(buf, n[i], n[i] + (uint64_t)peer);
+		free(out);
+	}
+	free(buf);
+}
+
+static int run_kill(void)
+{
+	CHECK(np == 3);
+	for (int q = 0; q < np; q++)
+		if (q != me)
+			CHECK(through_shm(q));
+	barrier(95);
+	if (me == 1) {
+		/* Take the first message, then die with the rest under way. */
+		uint8_t b[64];
+		pcor_handle_t h;
+		CHECK_OK(pcor_recv_copy(0, 0, 10, b, sizeof(b), NULL, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		kill(getpid(), SIGKILL);
+		CHECK(!"still alive after SIGKILL");
+	}
+	if (me == 0) {
+		/* Many messages of every kind, and a receive that never ends. */
+		enum { M = 300 };
+		pcor_handle_t hs[M], hr;
+		uint8_t *big = dma(32 << 20), *mid = xmalloc(20000);
+		memset(big, 1, 32 << 20);
+		memset(mid, 2, 20000);
+		CHECK_OK(pcor_recv_copy(1, 0, 11, mid, 20000, NULL, &hr));
+		int lost = 0, posted = 0;
+		for (int i = 0; i < M; i++) {
+			int rc;
+			if (i % 3 == 1)
+				rc = pcor_send_dma(1, 0, 10, big, 32 << 20, 0,
+						   &hs[posted]);
+			else
+				rc = pcor_send_copy(1, 0, 10, mid,
+						    i % 3 ? 20000 : 8,
+						    &hs[posted]);
+			/* Once its death is known, sends fail at once. */
+			CHECK(rc == PCOR_OK || rc == PCOR_ERR_PEER_LOST);
+			if (rc == PCOR_OK)
+				posted++;
+			else
+				lost++;
+		}
+		CHECK_RC(pcor_handle_test(hr, PCOR_BLOCK), PCOR_ERR_PEER_LOST);
+		for (int i = 0; i < posted; i++) {
+			int rc = pcor_handle_test(hs[i], PCOR_BLOCK);
+			CHECK(rc == PCOR_OK || rc == PCOR_ERR_PEER_LOST);
+			lost += rc == PCOR_ERR_PEER_LOST;
+		}
+		/* It took one message; most were still under way. */
+		CHECK(lost > 0);
+		/* New sends to it fail at once. */
+		pcor_handle_t h;
+		CHECK_RC(pcor_send_copy(1, 0, 10, mid, 8, &h),
+			 PCOR_ERR_PEER_LOST);
+		pcor_dma_free(big);
+		free(mid);
+	}
+	if (me == 2) {
+		/* Learns of the death like everyone. */
+		pcor_handle_t h;
+		CHECK_OK(pcor_recv_copy(1, 0, 12, NULL, 0, NULL, &h));
+		CHECK_RC(pcor_handle_test(h, PCOR_BLOCK), PCOR_ERR_PEER_LOST);
+	}
+	/* Its segment is let go of (by the dispatcher, soon after). */
+	int64_t end = now_ns() + 30 * SEC;
+	while (maps_segment_of(1) && now_ns() < end)
+		sched_yield();
+	CHECK(!maps_segment_of(1));
+	/* And the port serves the living as before. */
+	talk_0_2(13);
+	talk_0_2(14);
+	return 0;
+}
+
+/* ------------------------------------------------------------- spawn */
+
+static void talk(int peer, int tag)
+{
+	static const size_t n[] = {1, 9000, 70000, 2 << 20};
+	uint8_t *buf = xmalloc(2 << 20), *out = xmalloc(2 << 20);
+	for (size_t i = 0; i < PCORI_ARRAY_LEN(n); i++) {
+		pcor_handle_t s, r;
+		pcor_msginfo_t info;
+		CHECK_OK(pcor_recv_copy(peer, 0, tag, buf, n[i], &info, &r));
+		th_fill(out, n[i], n[i] * 3 + (uint64_t)me);
+		CHECK_OK(pcor_send_copy(peer, 0, tag, out, n[i], &s));
+		CHECK_OK(pcor_handle_test(s, PCOR_BLOCK));
+		CHECK_OK(pcor_handle_test(r, PCOR_BLOCK));
+		CHECK(info.size == n[i]);
+		CHECK_PATTERN(buf, n[i], n[i] * 3 + (uint64_t)peer);
+	}
+	free(buf);
+	free(out);
+}
+
+static int run_spawn(const char *self)
+{
+	CHECK(np == 2);
+	int newpid = -1;
+	if (me == 0) {
+		char *args[] = {(char *)self, "spawned", NULL};
+		CHECK_OK(pcor_spawn(NULL, args, &newpid));
+		CHECK(newpid == 2);
+		/* Tell pid 1 who joined. */
+		pcor_handle_t h;
+		CHECK_OK(pcor_send_copy(1, 0, 20, &newpid, sizeof(newpid), &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+	} else {
+		pcor_handle_t h;
+		CHECK_OK(pcor_recv_copy(0, 0, 20, &newpid, sizeof(newpid), NULL,
+					&h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		/* Pid 0's word can beat the directory's news: ask until known. */
+		pcor_proc_info_t pi;
+		int64_t end = now_ns() + 30 * SEC;
+		while (pcor_proc_info(newpid, &pi) == PCOR_ERR_NOPEER &&
+		       now_ns() < end)
+			sched_yield();
+		CHECK_OK(pcor_proc_info(newpid, &pi));
+	}
+	CHECK(through_shm(newpid));
+	talk(newpid, 21);
+	return 0;
+}
+
+static int run_spawned(void)
+{
+	CHECK(me == 2);
+	for (int q = 0; q < 2; q++) {
+		CHECK(through_shm(q));
+		talk(q, 21);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------- rogue */
+
+/* Map pid's segment ourselves, as any local process could. */
+static uint8_t *map_segment_of(int pid, size_t *size_p)
+{
+	pcori_member_t *m = xmalloc(sizeof(*m));
+	CHECK_OK(pcori_dir_lookup(pid, m));
+	pcori_shm_addr_t a;
+	bool found = false;
+	for (int i = 0; i < m->nports; i++)
+		if (!strcmp(m->ports[i].provider, "pcor-shm")) {
+			CHECK(m->ports[i].addrlen == sizeof(a));
+			memcpy(&a, m->ports[i].addr, sizeof(a));
+			found = true;
+		}
+	free(m);
+	CHECK(found);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", a.ospid, a.fd);
+	int fd = open(path, O_RDWR);
+	CHECK(fd >= 0);
+	void *p = mmap(NULL, a.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	CHECK(p != MAP_FAILED);
+	*size_p = a.size;
+	return p;
+}
+
+static void rogue_attack(void)
+{
+	size_t size;
+	uint8_t *seg = map_segment_of(0, &size);
+	pcori_shm_hdr_t *h = (pcori_shm_hdr_t *)(void *)seg;
+	pcori_shm_geom_t g = {.nslots = h->nslots, .ring_size = h->ring_size,
+			      .cell_size = h->cell_size, .ncells = h->ncells};
+	CHECK(pcori_shm_layout(&g) == 0 && g.size == size);
+	_Atomic uint64_t *owners = (_Atomic uint64_t *)(seg + g.off_owner);
+	_Atomic uint64_t *tails = (_Atomic uint64_t *)(seg + g.off_tail);
+	int mine = -1, spare = -1;
+	for (uint32_t i = 0; i < g.nslots; i++) {
+		uint64_t o = atomic_load(&owners[i]);
+		if (o == (uint64_t)me + 1)
+			mine = (int)i;
+		else if (o == 0 && spare < 0)
+			spare = (int)i;
+	}
+	CHECK(mine >= 0 && spare >= 0);
+	/* 1: a well-framed record of garbage: the protocol drops it. */
+	uint8_t *ring = seg + g.off_ring + (uint64_t)mine * g.ring_size;
+	uint64_t t = atomic_load(&tails[mine]);
+	uint8_t *rec = ring + (t & (g.ring_size - 1));
+	uint64_t w = (uint64_t)PCORI_SHM_REC_INLINE << 32 | 100;
+	memcpy(rec, &w, 8);
+	memset(rec + 8, 0x77, 100);
+	t += pcori_shm_rec_size(100);
+	atomic_store(&tails[mine], t);
+	/* 2: a record of an unknown kind: the ring is abandoned. */
+	rec = ring + (t & (g.ring_size - 1));
+	w = (uint64_t)99 << 32 | 8;
+	memcpy(rec, &w, 8);
+	atomic_store(&tails[mine], t + 64);
+	/* 3: a slot claimed in pid 1's name, announcing cells out of range. */
+	CHECK(atomic_exchange(&owners[spare], 2) == 0);
+	uint32_t hwm = atomic_load(&h->hwm);
+	while (hwm < (uint32_t)spare + 1 &&
+	       !atomic_compare_exchange_weak(&h->hwm, &hwm,
+					     (uint32_t)spare + 1))
+		;
+	ring = seg + g.off_ring + (uint64_t)spare * g.ring_size;
+	w = (uint64_t)PCORI_SHM_REC_CELLS << 32 | 5000;
+	memcpy(ring, &w, 8);
+	uint64_t run = (uint64_t)1 << 32 | 0xfffffff0u;
+	memcpy(ring + 8, &run, 8);
+	atomic_store(&tails[spare], 64);
+	/* 4: a counter running ahead by more than a ring. */
+	atomic_store(&tails[mine], t + 64 + 3 * (uint64_t)g.ring_size);
+	/* Wake pid 0 should it sleep. */
+	atomic_fetch_add(&h->wake, 1);
+	munmap(seg, size);
+}
+
+static int run_rogue(void)
+{
+	CHECK(np == 3);
+	for (int q = 0; q < np; q++)
+		if (q != me)
+			CHECK(through_shm(q));
+	barrier(94); /* every pair has claimed its slots */
+	pcori_port_t *port = route_of(me == 0 ? 1 : 0);
+	/*
+	 * pid 0 has had every ack it needs from pid 2 once its barrier is
+	 * over; only then may pid 2 spoil its ring to pid 0.  The word goes
+	 * through pid 1, so pid 0 never waits on pid 2 again.
+	 */
+	if (me == 0 || me == 1) {
+		pcor_handle_t h;
+		if (me == 0)
+			CHECK_OK(pcor_send_copy(1, 0, 33, NULL, 0, &h));
+		else
+			CHECK_OK(pcor_recv_copy(0, 0, 33, NULL, 0, NULL, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		if (me == 1) {
+			CHECK_OK(pcor_send_copy(2, 0, 33, NULL, 0, &h));
+			CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		}
+	}
+	if (me == 2) {
+		pcor_handle_t h;
+		CHECK_OK(pcor_recv_copy(1, 0, 33, NULL, 0, NULL, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		rogue_attack();
+		/* Then say so, through pcor-shm's other direction (to 1). */
+		CHECK_OK(pcor_send_copy(1, 0, 30, NULL, 0, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+	}
+	if (me == 1) {
+		pcor_handle_t h;
+		CHECK_OK(pcor_recv_copy(2, 0, 30, NULL, 0, NULL, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		/* Pass the word to pid 0 on our own ring. */
+		CHECK_OK(pcor_send_copy(0, 0, 31, NULL, 0, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+	}
+	if (me == 0) {
+		pcor_handle_t h;
+		CHECK_OK(pcor_recv_copy(1, 0, 31, NULL, 0, NULL, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		/* The garbage was seen (bounded wait: the scan is async). */
+		int64_t end = now_ns() + 30 * SEC;
+		while (atomic_load(&port->st.bad_hdr) < 2 && now_ns() < end)
+			sched_yield();
+		CHECK(atomic_load(&port->st.bad_hdr) >= 2);
+		/* Still serving pid 1. */
+		talk(1, 32);
+	}
+	if (me == 1)
+		talk(0, 32);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: shm_app CASE [ARGS]\n");
+		return 2;
+	}
+	const char *c = argv[1];
+	CHECK_OK(pcor_init(&argc, &argv));
+	me = pcor_self_pid();
+	np = pcor_nprocs();
+	printf("ospid %d\n", (int)getpid());
+	fflush(stdout);
+	int rc;
+	if (!strcmp(c, "sizes") && argc >= 3)
+		rc = run_sizes((size_t)strtoull(argv[2], NULL, 0),
+			       argc >= 4 && !strcmp(argv[3], "nocma"));
+	else if (!strcmp(c, "alltoall") && argc >= 3)
+		rc = run_alltoall(atoi(argv[2]));
+	else if (!strcmp(c, "flood") && argc >= 3)
+		rc = run_flood(atoi(argv[2]));
+	else if (!strcmp(c, "kill"))
+		rc = run_kill();
+	else if (!strcmp(c, "spawn"))
+		rc = run_spawn(argv[0]);
+	else if (!strcmp(c, "spawned"))
+		rc = run_spawned();
+	else if (!strcmp(c, "rogue"))
+		rc = run_rogue();
+	else
+		SKIP("unknown case %s", c);
+	CHECK_OK(pcor_finalize());
+	if (rc == 0)
+		printf("%s: ok\n", c);
+	return rc;
+}

@@ -1,0 +1,317 @@
+/*
+ * shm_unit -- the pcor-shm data structures alone: segment layout, the SPSC
+ * ring (one thread, two threads, malformed contents) and the cell pool.
+ */
+#include "harness.h"
+#include "dispatch/shm.h"
+
+#include <pthread.h>
+
+/* A ring in ordinary memory, with its two counters. */
+typedef struct test_ring {
+	pcori_shm_ring_t r;
+	_Atomic uint64_t tail, head;
+	uint8_t *mem;
+} test_ring_t;
+
+static void ring_make(test_ring_t *t, uint32_t size)
+{
+	t->mem = aligned_alloc(64, size);
+	CHECK(t->mem);
+	memset(t->mem, 0xee, size);
+	atomic_init(&t->tail, 0);
+	atomic_init(&t->head, 0);
+	t->r.buf = t->mem;
+	t->r.size = size;
+	t->r.tail = &t->tail;
+	t->r.head = &t->head;
+}
+
+static void test_layout(void)
+{
+	pcori_shm_geom_t g = {.nslots = 4, .ring_size = 32768,
+			      .cell_size = 8192, .ncells = 128};
+	CHECK(pcori_shm_layout(&g) == 0);
+	CHECK(g.off_owner >= sizeof(pcori_shm_hdr_t));
+	CHECK(g.off_tail >= g.off_owner + 4 * 8);
+	CHECK(g.off_head >= g.off_tail + 4 * 8);
+	CHECK(g.off_tail % 64 == 0 && g.off_head % 64 == 0);
+	CHECK(g.off_ring % 4096 == 0 && g.off_cell % 64 == 0);
+	CHECK(g.off_cell == g.off_ring + 4 * 32768);
+	CHECK(g.size >= g.off_cell + 128 * 8192 && g.size % 4096 == 0);
+	/* Out of range: every size is checked. */
+	pcori_shm_geom_t bad[] = {
+		{.nslots = 0, .ring_size = 32768, .cell_size = 8192, .ncells = 1},
+		{.nslots = 4, .ring_size = 30000, .cell_size = 8192, .ncells = 1},
+		{.nslots = 4, .ring_size = 2048, .cell_size = 8192, .ncells = 1},
+		{.nslots = 4, .ring_size = 32768, .cell_size = 8190, .ncells = 1},
+		{.nslots = 4, .ring_size = 32768, .cell_size = 8192, .ncells = 0},
+		{.nslots = 5000, .ring_size = 32768, .cell_size = 8192,
+		 .ncells = 1},
+		{.nslots = 4096, .ring_size = 16 << 20, .cell_size = 8192,
+		 .ncells = 1},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(pcori_shm_layout(&bad[i]) == -1);
+}
+
+/* Write one inline record of len bytes of pattern seed. */
+static bool put(test_ring_t *t, pcori_shm_prod_t *pr, uint32_t len,
+		uint64_t seed)
+{
+	uint8_t *d = pcori_shm_ring_reserve(&t->r, pr, PCORI_SHM_REC_INLINE,
+					    len, len);
+	if (!d)
+		return false;
+	th_fill(d, len, seed);
+	pcori_shm_ring_commit(&t->r, pr);
+	return true;
+}
+
+static void test_ring_basic(void)
+{
+	test_ring_t t;
+	ring_make(&t, 4096);
+	pcori_shm_prod_t pr = {0, 0};
+	uint64_t head = 0;
+	pcori_shm_rec_t rec;
+	uint64_t next;
+	CHECK(pcori_shm_inline_max(4096) == 1024 - 8);
+	/* Fill: 56-byte payloads take one line each. */
+	int n = 0;
+	while (put(&t, &pr, 56, (uint64_t)n))
+		n++;
+	CHECK(n == 4096 / 64);
+	CHECK(atomic_load(&t.tail) == 4096);
+	/* Consume all, in order, then the ring takes more. */
+	for (int i = 0; i < n; i++) {
+		CHECK(pcori_shm_ring_next(&t.r, head, 4096, &rec, &next) == 1);
+		CHECK(rec.kind == PCORI_SHM_REC_INLINE && rec.len == 56);
+		CHECK_PATTERN(rec.data, 56, (uint64_t)i);
+		head = next;
+	}
+	CHECK(head == 4096);
+	CHECK(!put(&t, &pr, 0, 0)); /* head not given back yet */
+	atomic_store(&t.head, head);
+	CHECK(put(&t, &pr, 0, 0));
+	CHECK(pcori_shm_ring_next(&t.r, head, atomic_load(&t.tail), &rec,
+				  &next) == 1);
+	CHECK(rec.len == 0 && next == head + 64);
+	head = next;
+	atomic_store(&t.head, head);
+
+	/* A record that does not fit before the end wraps. */
+	pr.tail = pr.head = head = 4096 * 3 + 4096 - 128;
+	atomic_store(&t.tail, head);
+	atomic_store(&t.head, head);
+	CHECK(put(&t, &pr, 500, 7));
+	uint64_t tail = atomic_load(&t.tail);
+	CHECK(tail == head + 128 + pcori_shm_rec_size(500));
+	CHECK(pcori_shm_ring_next(&t.r, head, tail, &rec, &next) == 1);
+	CHECK(rec.len == 500 && next == tail);
+	CHECK(rec.data == t.mem + 8);
+	CHECK_PATTERN(rec.data, 500, 7);
+
+	/* The largest inline record, and a cells record. */
+	head = tail;
+	atomic_store(&t.head, head);
+	CHECK(put(&t, &pr, pcori_shm_inline_max(4096), 9));
+	uint8_t *d = pcori_shm_ring_reserve(&t.r, &pr, PCORI_SHM_REC_CELLS,
+					    100000, 8);
+	CHECK(d);
+	uint64_t run = (uint64_t)3 << 32 | 17;
+	memcpy(d, &run, 8);
+	pcori_shm_ring_commit(&t.r, &pr);
+	tail = atomic_load(&t.tail);
+	CHECK(pcori_shm_ring_next(&t.r, head, tail, &rec, &next) == 1);
+	CHECK_PATTERN(rec.data, pcori_shm_inline_max(4096), 9);
+	head = next;
+	CHECK(pcori_shm_ring_next(&t.r, head, tail, &rec, &next) == 1);
+	CHECK(rec.kind == PCORI_SHM_REC_CELLS && rec.len == 100000 &&
+	      rec.first == 17 && rec.count == 3 && next == tail);
+	free(t.mem);
+}
+
+/* Garbage written by a peer is refused, never followed. */
+static void test_ring_malformed(void)
+{
+	test_ring_t t;
+	ring_make(&t, 4096);
+	pcori_shm_prod_t pr = {0, 0};
+	pcori_shm_rec_t rec;
+	uint64_t next;
+	CHECK(put(&t, &pr, 10, 1));
+	uint64_t *w = (uint64_t *)(void *)t.mem;
+
+	*w = (uint64_t)77 << 32 | 10; /* unknown kind */
+	CHECK(pcori_shm_ring_next(&t.r, 0, 64, &rec, &next) == -1);
+	*w = (uint64_t)PCORI_SHM_REC_INLINE << 32 | 100; /* past the tail */
+	CHECK(pcori_shm_ring_next(&t.r, 0, 64, &rec, &next) == -1);
+	*w = (uint64_t)PCORI_SHM_REC_INLINE << 32 | 0xffffffffu;
+	CHECK(pcori_shm_ring_next(&t.r, 0, 4096, &rec, &next) == -1);
+	*w = (uint64_t)PCORI_SHM_REC_WRAP << 32 | 4096; /* wrap at 0 */
+	CHECK(pcori_shm_ring_next(&t.r, 0, 4096, &rec, &next) == -1);
+	*w = (uint64_t)PCORI_SHM_REC_INLINE << 32 | 10;
+	CHECK(pcori_shm_ring_next(&t.r, 8, 64, &rec, &next) == -1); /* align */
+	CHECK(pcori_shm_ring_next(&t.r, 0, 4, &rec, &next) == -1);  /* short */
+	CHECK(pcori_shm_ring_next(&t.r, 0, 64, &rec, &next) == 1);
+
+	/* A wrap whose length is not the rest of the ring. */
+	uint64_t *end = (uint64_t *)(void *)(t.mem + 4096 - 64);
+	*end = (uint64_t)PCORI_SHM_REC_WRAP << 32 | 32;
+	CHECK(pcori_shm_ring_next(&t.r, 4096 - 64, 4096 + 64, &rec, &next) ==
+	      -1);
+	/* A wrap with nothing after it. */
+	*end = (uint64_t)PCORI_SHM_REC_WRAP << 32 | 64;
+	CHECK(pcori_shm_ring_next(&t.r, 4096 - 64, 4096, &rec, &next) == -1);
+	CHECK(pcori_shm_ring_next(&t.r, 4096 - 64, 4096 + 64, &rec, &next) ==
+	      1);
+	CHECK(next == 4096 + 64);
+	free(t.mem);
+}
+
+/* One producer thread, one consumer thread: order and bytes. */
+#define SPSC_N 50000
+static test_ring_t spsc;
+
+static uint32_t spsc_len(uint64_t i)
+{
+	uint64_t x = i * 0x9E3779B97F4A7C15ull;
+	return (uint32_t)((x >> 40) % 300);
+}
+
+static void *spsc_producer(void *arg)
+{
+	(void)arg;
+	pcori_shm_prod_t pr = {0, 0};
+	for (uint64_t i = 0; i < SPSC_N;) {
+		if (put(&spsc, &pr, spsc_len(i), i))
+			i++;
+		else
+			pcori_cpu_relax();
+	}
+	return NULL;
+}
+
+static void test_ring_threads(void)
+{
+	ring_make(&spsc, 8192);
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, spsc_producer, NULL) == 0);
+	uint64_t head = 0, got = 0;
+	while (got < SPSC_N) {
+		uint64_t tail = atomic_load_explicit(&spsc.tail,
+						     memory_order_acquire);
+		CHECK(tail - head <= spsc.r.size);
+		while (head != tail) {
+			pcori_shm_rec_t rec;
+			uint64_t next;
+			CHECK(pcori_shm_ring_next(&spsc.r, head, tail, &rec,
+						  &next) == 1);
+			CHECK(rec.len == spsc_len(got));
+			CHECK_PATTERN(rec.data, rec.len, got);
+			got++;
+			head = next;
+		}
+		atomic_store_explicit(&spsc.head, head, memory_order_release);
+	}
+	CHECK(pthread_join(th, NULL) == 0);
+	free(spsc.mem);
+}
+
+static bool gone_flag;
+static bool gone_if_tagged(const void *owner)
+{
+	return gone_flag && owner == (const void *)&gone_flag;
+}
+
+static void test_pool(void)
+{
+	enum { N = 100 };
+	static _Atomic uint32_t marks[N];
+	pcori_shm_pool_t p;
+	CHECK_OK(pcori_shm_pool_init(&p, N, marks));
+	uint32_t a, b, c, x;
+	CHECK(!pcori_shm_pool_alloc(&p, 0, &x));
+	CHECK(!pcori_shm_pool_alloc(&p, N + 1, &x));
+	CHECK(pcori_shm_pool_alloc(&p, 40, &a) && a == 0);
+	CHECK(pcori_shm_pool_alloc(&p, 40, &b) && b == 40);
+	CHECK(atomic_load(&marks[a]) == PCORI_SHM_MARK_BUSY);
+	CHECK(!pcori_shm_pool_alloc(&p, 21, &x)); /* 20 left */
+	CHECK(pcori_shm_pool_alloc(&p, 20, &c) && c == 80);
+	CHECK(p.nfree == 0);
+	/* A run never announced comes straight back. */
+	pcori_shm_pool_free(&p, b, 40);
+	CHECK(p.nfree == 40);
+	CHECK(pcori_shm_pool_alloc(&p, 10, &b) && b == 40);
+	/* Announced runs come back once marked, oldest first. */
+	pcori_shm_pool_publish(&p, a, 40, NULL);
+	pcori_shm_pool_publish(&p, b, 10, &gone_flag);
+	pcori_shm_pool_publish(&p, c, 20, NULL);
+	CHECK(pcori_shm_pool_sweep(&p, false, NULL) == 0);
+	pcori_shm_mark_done(marks, c); /* out of order */
+	CHECK(pcori_shm_pool_sweep(&p, false, NULL) == 0);
+	CHECK(pcori_shm_pool_sweep(&p, true, NULL) == 20);
+	CHECK(p.rcount == 3); /* a tombstone behind the oldest */
+	pcori_shm_mark_done(marks, a);
+	CHECK(pcori_shm_pool_sweep(&p, false, NULL) == 40);
+	CHECK(p.rcount == 2);
+	/* A receiver that left never marks: its runs are reclaimed. */
+	CHECK(pcori_shm_pool_sweep(&p, false, gone_if_tagged) == 0);
+	gone_flag = true;
+	CHECK(pcori_shm_pool_sweep(&p, false, gone_if_tagged) == 10);
+	CHECK(p.rcount == 0 && p.nfree == N);
+	/* First fit: the lowest cells again. */
+	CHECK(pcori_shm_pool_alloc(&p, N, &x) && x == 0);
+	pcori_shm_pool_free(&p, 0, N);
+	/* Fragmented: a run needs consecutive cells. */
+	uint32_t r[10];
+	for (int i = 0; i < 10; i++)
+		CHECK(pcori_shm_pool_alloc(&p, 10, &r[i]) && r[i] == 10u * i);
+	for (int i = 0; i < 10; i += 2)
+		pcori_shm_pool_free(&p, r[i], 10);
+	CHECK(p.nfree == 50);
+	CHECK(!pcori_shm_pool_alloc(&p, 11, &x));
+	CHECK(pcori_shm_pool_alloc(&p, 10, &x) && x == 0);
+	pcori_shm_pool_fini(&p);
+
+	/* Tombstones left by out-of-order reclaim never overflow the FIFO. */
+	static _Atomic uint32_t m3[4];
+	CHECK_OK(pcori_shm_pool_init(&p, 4, m3));
+	uint32_t old;
+	CHECK(pcori_shm_pool_alloc(&p, 1, &old));
+	pcori_shm_pool_publish(&p, old, 1, NULL); /* never marked */
+	for (int i = 0; i < 50; i++) {
+		CHECK(pcori_shm_pool_alloc(&p, 1, &x));
+		pcori_shm_pool_publish(&p, x, 1, NULL);
+		pcori_shm_mark_done(m3, x);
+		CHECK(pcori_shm_pool_sweep(&p, true, NULL) == 1);
+		CHECK(p.rcount <= 4 && p.nfree == 3);
+	}
+	pcori_shm_mark_done(m3, old);
+	CHECK(pcori_shm_pool_sweep(&p, false, NULL) == 1);
+	CHECK(p.rcount == 0 && p.nfree == 4);
+	pcori_shm_pool_fini(&p);
+
+	/* Odd sizes: cells past the end are never handed out. */
+	static _Atomic uint32_t m2[70];
+	CHECK_OK(pcori_shm_pool_init(&p, 70, m2));
+	CHECK(pcori_shm_pool_alloc(&p, 70, &x) && x == 0);
+	CHECK(!pcori_shm_pool_alloc(&p, 1, &x));
+	pcori_shm_pool_free(&p, 0, 70);
+	CHECK(pcori_shm_pool_alloc(&p, 64, &x) && x == 0);
+	CHECK(pcori_shm_pool_alloc(&p, 6, &x) && x == 64);
+	CHECK(!pcori_shm_pool_alloc(&p, 1, &x));
+	pcori_shm_pool_fini(&p);
+}
+
+int main(void)
+{
+	test_layout();
+	test_ring_basic();
+	test_ring_malformed();
+	test_ring_threads();
+	test_pool();
+	printf("shm_unit: ok\n");
+	return 0;
+}
