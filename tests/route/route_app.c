@@ -246,8 +246,8 @@ static int run_relay(size_t max)
 			transfer(C, A, sizes[i], !(i & 1), posted, seed++, buf);
 		}
 	free(buf);
-	order(A, C, 2000);
-	order(C, A, 2000);
+	order(A, C, 200);
+	order(C, A, 200);
 	barrier((int[]){A, C, B}, 3);
 	return 0;
 }

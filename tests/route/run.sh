@@ -130,7 +130,7 @@ run_job() {
 	join)  args+=("${tag}D") ;;
 	esac
 	local extra=()
-	{ [ "$case_" = gwkill ] || [ "$case_" = twogw ] || [ -n "${ROUTE_KEEP:-}" ]; } && extra=(--keep-going)
+	{ [ "$case_" = gwkill ] || [ "$case_" = twogw ]; } && extra=(--keep-going)
 	ip netns exec "$ctl" timeout -k 5 "${ROUTE_TIMEOUT:-240}" "$pcorrun" -n "$n" -H "$hosts" \
 		--rsh "ip netns exec %h $tmp/hostenv %h" --agent-if "$mgmt.1" \
 		--tag-output "${extra[@]}" "$app" "${args[@]}" "$marker" \
@@ -185,5 +185,6 @@ twogw)
 *)
 	echo "unknown case $case_"; exit 2 ;;
 esac
+[ -n "${ROUTE_KEEP:-}" ] && cp "$tmp/out" "$tmp/err" "$ROUTE_KEEP/"
 echo "PASS: $case_"
 exit 0
