@@ -14,10 +14,15 @@
 # plus subnet); the log says which.
 #
 # Cases (route_app's): relay (A, B, C), join (A, B, C; D spawned), gwkill
-# (A, B, C, E; B killed), twogw (A, B, C, G; B killed).  Skips (77) without
+# (A, B, C, E; B killed), twogw (A, B, C, G; B killed).  "bench": APP is
+# route_bench, run on A, B, C, its CSV on stdout; further arguments go
+# to it.  Skips (77) without
 # ip or CAP_NET_ADMIN.  Namespaces and processes are removed on every exit.
 set -u
-case_=$1 pcorrun=$2 app=$3 max=${4:-67108864}
+case_=$1 pcorrun=$2 app=$3; shift 3
+max=67108864
+[ "$case_" = relay ] && [ $# -gt 0 ] && max=$1
+bench_args=("$@")
 tmp=$(mktemp -d)
 marker="pcorroute-$$-$RANDOM"
 namespaces=()
@@ -97,7 +102,7 @@ if [ "${ROUTE_NET2:-udp}" = udp ] && ip netns exec "${tag}C" fi_info -p "udp;ofi
 	grep -q "domain: d2"; then
 	net2prov="udp;ofi_rxd"
 fi
-echo "net1: tcp;ofi_rxm, net2: $net2prov"
+echo "net1: tcp;ofi_rxm, net2: $net2prov" >&2
 both="tcp;ofi_rxm"
 [ "$net2prov" = "$both" ] || both="$both,$net2prov"
 
@@ -127,6 +132,7 @@ run_job() {
 	local args=("$case_")
 	case $case_ in
 	relay) args+=("$max") ;;
+	bench) args=("${bench_args[@]}") ;;
 	join)  args+=("${tag}D") ;;
 	esac
 	local extra=()
@@ -181,6 +187,12 @@ twogw)
 	for p in 0 2 3; do [ "$(ok $p)" -eq 1 ] || fail "pid $p did not pass"; done
 	[ "$(fwd 3)" -gt 0 ] || fail "G forwarded nothing"
 	echo "G forwarded $(fwd 3) frames"
+	;;
+bench)
+	run_job "$(h A B C)" 0
+	sed -n 's/^\[0\] //p' "$tmp/out"
+	grep -q "^\[0\] pair," "$tmp/out" || fail "no results"
+	exit 0
 	;;
 *)
 	echo "unknown case $case_"; exit 2 ;;
