@@ -174,7 +174,7 @@ int main(int argc, char **argv)
 				bw = v[1];
 			}
 			if (me == 0)
-				printf("%s,%d,%zu,%.2f,%.1f\n", names[p],
+				printf("%s,%d,%zu,%.2f,%.4g\n", names[p],
 				       pairs[p][2], s, lat, bw);
 			fflush(stdout);
 			/* Everyone moves on together. */

@@ -34,7 +34,7 @@ END {
 		b2 = bw["A-B", s] < bw["B-C", s] ? bw["A-B", s] : bw["B-C", s]
 		rl = l2 > 0 ? lat["A-C", s] / l2 : 0
 		rb = b2 > 0 ? bw["A-C", s] / b2 : 0
-		printf("| %d | %.1f | %.1f | %.1f | %.2f | %.0f | %.0f | %.0f | %.2f |\n", s, lat["A-B", s], lat["B-C", s], lat["A-C", s], rl, bw["A-B", s], bw["B-C", s], bw["A-C", s], rb)
+		printf("| %d | %.1f | %.1f | %.1f | %.2f | %.3g | %.3g | %.3g | %.2f |\n", s, lat["A-B", s], lat["B-C", s], lat["A-C", s], rl, bw["A-B", s], bw["B-C", s], bw["A-C", s], rb)
 	}
 }' "$out/route.csv"
 

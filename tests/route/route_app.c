@@ -339,6 +339,15 @@ static void await_b_failure(void)
 	CHECK(ok);
 }
 
+/* A tells B to die; B may die before its ack is out. */
+static void order_death(void)
+{
+	pcor_handle_t h;
+	CHECK_OK(pcor_send_copy(B, 0, TAG_DIE, NULL, 0, &h));
+	int rc = pcor_handle_test(h, PCOR_BLOCK);
+	CHECK(rc == PCOR_OK || rc == PCOR_ERR_PEER_LOST);
+}
+
 /* B on A's word: dies. */
 static void die_on_word(void)
 {
@@ -386,7 +395,7 @@ static int run_gwkill(void)
 		}
 		for (int i = 0; i < NSMALL; i++)
 			CHECK_OK(pcor_send_copy(C, 0, TAG_BIG, "x", 1, &hs[i]));
-		note(B, TAG_DIE);
+		order_death();
 		for (int i = 0; i < NBIG; i++) {
 			int rc = pcor_handle_wait(hb[i], 60 * 1000000000ll);
 			if (!lost(rc))
@@ -440,7 +449,7 @@ static int run_twogw(void)
 	if (me == A) {
 		/* Equal paths: the lower gateway wins, everywhere alike. */
 		route_is(C, B, 2);
-		note(B, TAG_DIE);
+		order_death();
 	} else if (me == C) {
 		route_is(A, B, 2);
 	} else if (me == B) {
@@ -448,6 +457,11 @@ static int run_twogw(void)
 		return 1;
 	}
 	if (me == A || me == C) {
+		/*
+		 * A keeps sending while B dies: what B took with it is sent
+		 * again on the new route, every sender's order intact.
+		 */
+		order(A, C, 300);
 		await_b_failure();
 		exchange(A, C, 16 * MiB + 1, 30);
 		order(A, C, 1000);

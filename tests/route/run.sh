@@ -192,6 +192,7 @@ bench)
 	run_job "$(h A B C)" 0
 	sed -n 's/^\[0\] //p' "$tmp/out"
 	grep -q "^\[0\] pair," "$tmp/out" || fail "no results"
+	[ -n "${ROUTE_KEEP:-}" ] && cp "$tmp/out" "$tmp/err" "$ROUTE_KEEP/"
 	exit 0
 	;;
 *)
