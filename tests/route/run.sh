@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh CASE PCORRUN APP [MAX] -- forwarding across data networks that
+# run.sh CASE PCORRUN APP [ARG...] -- forwarding across data networks that
 # reach only some hosts, each "host" a network namespace.
 #
 #   mgmt  one bridge joining every host: directory agents only
@@ -8,16 +8,19 @@
 #
 # Data ports are confined per host with PCOR_IFACES (d1, d2 or both) and
 # PCOR_PROVIDERS, set by a wrapper that the remote-shell command runs in
-# each namespace.  net1 uses tcp;ofi_rxm.  net2 uses udp;ofi_rxd when
-# that provider opens a port on an interface here, otherwise a second
-# tcp;ofi_rxm network (the routing is the same: a network is provider
-# plus subnet); the log says which.
+# each namespace.  net1 uses tcp;ofi_rxm.  net2 uses udp;ofi_rxd when that
+# provider opens a port on d2 here (twogw: see below), otherwise a second
+# tcp;ofi_rxm network (the routing is the same: a network is provider plus
+# subnet); the first line of output says which.
 #
 # Cases (route_app's): relay (A, B, C), join (A, B, C; D spawned), gwkill
 # (A, B, C, E; B killed), twogw (A, B, C, G; B killed).  "bench": APP is
-# route_bench, run on A, B, C, its CSV on stdout; further arguments go
-# to it.  Skips (77) without
-# ip or CAP_NET_ADMIN.  Namespaces and processes are removed on every exit.
+# route_bench, run on A, B, C, its CSV on stdout; further arguments go to
+# it.  Skips (77) without ip or CAP_NET_ADMIN.  Namespaces and processes
+# are removed on every exit.
+#
+# Environment: ROUTE_NET2=udp|tcp forces net2's provider; ROUTE_TIMEOUT
+# bounds the job (s, default 240); ROUTE_KEEP=DIR keeps the logs there.
 set -u
 case_=$1 pcorrun=$2 app=$3; shift 3
 max=67108864
@@ -97,8 +100,14 @@ host E 5 "1"
 host G 6 "1 2"
 
 # Can udp;ofi_rxd open a port on d2?  (Probed in C's namespace.)
+# twogw runs net2 over tcp unless told otherwise: after its failover burst,
+# udp;ofi_rxd (libfabric 1.17) sometimes stalls the surviving gateway's
+# transmit window to C for good (every send returns EAGAIN), as the
+# fabric alltoall test sees with many senders; resends cannot get through.
+want2=${ROUTE_NET2:-udp}
+[ "$case_" = twogw ] && want2=${ROUTE_NET2:-tcp}
 net2prov="tcp;ofi_rxm"
-if [ "${ROUTE_NET2:-udp}" = udp ] && ip netns exec "${tag}C" fi_info -p "udp;ofi_rxd" 2>/dev/null |
+if [ "$want2" = udp ] && ip netns exec "${tag}C" fi_info -p "udp;ofi_rxd" 2>/dev/null |
 	grep -q "domain: d2"; then
 	net2prov="udp;ofi_rxd"
 fi
