@@ -536,7 +536,8 @@ typedef struct pcor_route_info {
  * Returns PCOR_OK and *info_p; PCOR_ERR_INVAL (info_p NULL);
  * PCOR_ERR_BADPID (pid negative or never a member); PCOR_ERR_NOPEER (not
  * yet known here); PCOR_ERR_PEER_LOST (it exited or failed);
- * PCOR_ERR_UNREACHABLE (alive, but no path to it over our networks).
+ * PCOR_ERR_UNREACHABLE (alive, but no path to it over our networks);
+ * PCOR_ERR_NOMEM.
  */
 PCOR_API int pcor_route_info(int pid, pcor_route_info_t *info_p);
 
@@ -568,8 +569,9 @@ PCOR_API int pcor_route_dump(int fd);
  *
  * Returns PCOR_OK; PCOR_ERR_INVAL (NULL pointer, ncand < 1);
  * PCOR_ERR_BADPID (pid or a candidate negative or never a member);
- * PCOR_ERR_PEER_LOST (pid is gone); PCOR_ERR_UNREACHABLE (no candidate
- * can reach pid); PCOR_ERR_NOMEM.
+ * PCOR_ERR_NOPEER (pid not known here yet); PCOR_ERR_PEER_LOST (pid is
+ * gone); PCOR_ERR_TIMEDOUT (its home agent did not answer);
+ * PCOR_ERR_UNREACHABLE (no candidate can reach pid); PCOR_ERR_NOMEM.
  */
 PCOR_API int pcor_place_best(int pid, const int *cand, int ncand,
 			     int *best_p, int *nbest_p, int *class_p);

@@ -190,10 +190,13 @@ PCOR_API int pcor_thread_spawn_near(int pid, const int *cand, int ncand,
 				    const char *name, const void *arg,
 				    size_t len, int *pid_p, int *thid_p)
 {
+	int rc = pcori_rt_check();
+	if (rc)
+		return rc;
 	if (!pid_p || !thid_p || ncand < 1)
-		return pcori_rt_check() ? pcori_rt_check() : PCOR_ERR_INVAL;
+		return PCOR_ERR_INVAL;
 	int *best = malloc(sizeof(*best) * (size_t)ncand);
-	int nbest, rc;
+	int nbest;
 	if (!best)
 		return PCOR_ERR_NOMEM;
 	rc = pcor_place_best(pid, cand, ncand, best, &nbest, NULL);
