@@ -8,7 +8,8 @@
  *                             unexpected, wildcard receives, byte-exact;
  *                             4 threads' order kept; B sends nothing
  *   route_app join HOST       A streams to C while it spawns D on HOST
- *                             (net2 only); A and D then talk through B
+ *                             (net2 only); A and D then talk through B;
+ *                             placement near D picks B and C, not A
  *   route_app gwkill          pids A, B, C, E (net1): B dies with A's
  *                             sends to C pending; they fail, A <-> E works
  *   route_app twogw           pids A, B, C, G (both nets): killing B moves
@@ -273,10 +274,48 @@ static void *streamer(void *arg)
 	return NULL;
 }
 
+#define TAG_SPAWNED 8
+
+/* Started by A near D: tells A where it runs. */
+static void where_am_i(void *arg, size_t len)
+{
+	int self = pcor_self_pid(), to;
+	CHECK(len == sizeof(to));
+	memcpy(&to, arg, sizeof(to));
+	send_wait(to, TAG_SPAWNED, &self, sizeof(self));
+}
+
+/*
+ * Placement near D (on net2 only): B and C are one link away, A two.
+ * thread_spawn_near among A and C picks C.
+ */
+static void place_near(int d)
+{
+	int best[3], nbest = 0, cls = -1;
+	CHECK_OK(pcor_place_best(d, (int[]){A, B, C}, 3, best, &nbest, &cls));
+	CHECK(nbest == 2 && best[0] == B && best[1] == C);
+	CHECK(cls == PCOR_LINK_TCP || cls == PCOR_LINK_UDP);
+	CHECK_OK(pcor_place_best(d, (int[]){A}, 1, best, &nbest, NULL));
+	CHECK(nbest == 1 && best[0] == A);
+	int where = -1, thid = -1, from = -1, me_ = A;
+	CHECK_OK(pcor_thread_spawn_near(d, (int[]){A, C}, 2, "where-am-i",
+					&me_, sizeof(me_), &where, &thid));
+	CHECK(where == C && thid > 0);
+	pcor_handle_t h;
+	CHECK_OK(pcor_recv_copy(C, thid, TAG_SPAWNED, &from, sizeof(from),
+				NULL, &h));
+	CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+	CHECK(from == C);
+}
+
 static int run_join(char **argv, const char *host)
 {
 	int d = -1;
+	CHECK_OK(pcor_function_register("where-am-i", where_am_i));
+	if (me == C) /* registered: A may start it here */
+		note(A, TAG_READY);
 	if (me == A) {
+		await(C, TAG_READY);
 		int t;
 		CHECK_OK(pcor_thread_create(streamer, NULL, &t));
 		char *args[] = {argv[0], "joined", (char *)marker, NULL};
@@ -284,6 +323,7 @@ static int run_join(char **argv, const char *host)
 		CHECK(d == 3 && pcor_nprocs() >= 4);
 		route_is(d, B, 2);
 		exchange(A, d, MiB + 1, 100);
+		place_near(d);
 		CHECK_OK(pcor_thread_join(t, NULL));
 	} else if (me == C) {
 		for (int i = 0; i < stream_n; i++) {
