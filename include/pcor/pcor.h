@@ -493,6 +493,116 @@ PCOR_API int pcor_function_register(const char *name, pcor_remote_fn fn);
 PCOR_API int pcor_thread_spawn(int pid, const char *name, const void *arg,
 			       size_t len, int *thid_p);
 
+/* ---------------------------------------------------------------- routes */
+
+/*
+ * Every process keeps a route table: for each other process, the port it
+ * sends on and the next hop, the cheapest path over "both processes have
+ * a port on this network" links.  A process with no network in common
+ * with the destination reaches it through gateways that forward its
+ * messages.  Tables are rebuilt on every start-up, exit and failure.
+ */
+
+/* Link classes, cheapest first (routing weighs links in this order). */
+typedef enum pcor_link_class {
+	PCOR_LINK_SELF = 0, /* the same process */
+	PCOR_LINK_SHM,      /* shared memory on one host */
+	PCOR_LINK_RDMA,     /* RDMA fabrics: verbs, efa, psm3, cxi ... */
+	PCOR_LINK_TCP,
+	PCOR_LINK_UDP,
+} pcor_link_class_t;
+
+#define PCOR_PROVIDER_MAX 32 /* provider name, with the NUL */
+#define PCOR_NETWORK_MAX 96  /* network identity, with the NUL */
+
+/* How this process reaches one process (a copy: the caller owns it). */
+typedef struct pcor_route_info {
+	int pid;        /* the destination */
+	int port;       /* index of our port the route leaves by; -1: self */
+	int next_hop;   /* first process on the path (pid itself: direct) */
+	int hops;       /* links on the path: 0 self, 1 direct, 2+ forwarded */
+	int link_class; /* pcor_link_class_t of the first link */
+	char provider[PCOR_PROVIDER_MAX]; /* e.g. "tcp;ofi_rxm"; "" for self */
+	char network[PCOR_NETWORK_MAX];   /* e.g. "tcp;ofi_rxm/10.1.0.0/24" */
+} pcor_route_info_t;
+
+/*
+ * pcor_route_info -- the route messages to pid take now.
+ *
+ * Sets up the route if pid was not talked to yet (as a first send would).
+ * The answer may change at the next membership event.  Thread-safe; any
+ * thread after pcor_init.
+ *
+ * Returns PCOR_OK and *info_p; PCOR_ERR_INVAL (info_p NULL);
+ * PCOR_ERR_BADPID (pid negative or never a member); PCOR_ERR_NOPEER (not
+ * yet known here); PCOR_ERR_PEER_LOST (it exited or failed);
+ * PCOR_ERR_UNREACHABLE (alive, but no path to it over our networks);
+ * PCOR_ERR_NOMEM.
+ */
+PCOR_API int pcor_route_info(int pid, pcor_route_info_t *info_p);
+
+/*
+ * pcor_route_dump -- write this process's route table to file descriptor
+ * fd (e.g. 2 for stderr), one line per
+ * pid: "route <pid>: port <i> <network>, next hop <h>, <n> hops, class
+ * <c>", or "self" / "unreachable".  Debug output; the format may change.
+ * Thread-safe.  The same table is logged at every rebuild with
+ * PCOR_LOG_LEVEL=info PCOR_LOG_SUBSYS=route.
+ *
+ * Returns PCOR_OK; PCOR_ERR_INVAL (fd negative); PCOR_ERR_SYSTEM (write
+ * failed: errno tells why); PCOR_ERR_NOMEM.
+ */
+PCOR_API int pcor_route_dump(int fd);
+
+/*
+ * pcor_place_best -- which of the candidate processes have the best link
+ * to pid: the cheapest path (by link class, then hops), the way routes
+ * are chosen.  Used to start the threads that talk most to pid where
+ * their messages travel fastest.
+ *
+ * cand holds ncand pids (duplicates allowed); best_p must have room for
+ * ncand and receives the best of them, in cand's order, *nbest_p of them
+ * (>= 1).  *class_p (may be NULL) is the pcor_link_class_t of the first
+ * link of their path from pid (PCOR_LINK_SELF when pid is among them).
+ * Reads the directory; may block for a round trip to another agent.
+ * Thread-safe.
+ *
+ * Returns PCOR_OK; PCOR_ERR_INVAL (NULL pointer, ncand < 1);
+ * PCOR_ERR_BADPID (pid or a candidate negative or never a member);
+ * PCOR_ERR_NOPEER (pid not known here yet); PCOR_ERR_PEER_LOST (pid is
+ * gone); PCOR_ERR_TIMEDOUT (its home agent did not answer);
+ * PCOR_ERR_UNREACHABLE (no candidate can reach pid); PCOR_ERR_NOMEM.
+ */
+PCOR_API int pcor_place_best(int pid, const int *cand, int ncand,
+			     int *best_p, int *nbest_p, int *class_p);
+
+/*
+ * pcor_thread_spawn_near -- pcor_thread_spawn in the first of the
+ * candidate processes that pcor_place_best picks for pid.  *pid_p is
+ * where the thread runs.  Waits as pcor_thread_spawn.  Thread-safe.
+ *
+ * Returns as pcor_place_best (a candidate chosen), then as
+ * pcor_thread_spawn.
+ */
+PCOR_API int pcor_thread_spawn_near(int pid, const int *cand, int ncand,
+				    const char *name, const void *arg,
+				    size_t len, int *pid_p, int *thid_p);
+
+/*
+ * pcor_spawn_near -- pcor_spawn on the host best linked to pid.
+ *
+ * hosts[i] is a launcher host name (as for pcor_spawn) on which process
+ * host_pids[i] runs; that process's links stand for the host's.  The new
+ * process is started on the first host whose process pcor_place_best
+ * picks.  *pid_p is the new process.  Bounded as pcor_spawn.
+ *
+ * Returns as pcor_place_best (a host chosen: PCOR_ERR_INVAL also for a
+ * NULL or empty host name), then as pcor_spawn.
+ */
+PCOR_API int pcor_spawn_near(int pid, const char *const *hosts,
+			     const int *host_pids, int nhosts,
+			     char *const argv[], int *pid_p);
+
 /* ---------------------------------------------------- the paper's API */
 
 /*

@@ -402,6 +402,11 @@ void pcori_routes_stale(void);
 /* Recompute routes now and move peers onto them (no lock held). */
 int pcori_routes_rebuild(void);
 /*
+ * A copy of the route table (rebuilt first if stale), indexed by pid, n
+ * entries; the caller frees it.  PCOR_OK or PCOR_ERR_NOMEM.
+ */
+int pcori_routes_copy(pcori_route_entry_t **tab_p, int *n_p);
+/*
  * Snapshot of the alive members (NULL where none), *n_p of them; free
  * with pcori_members_free.  PCOR_INPROGRESS: complete but for members
  * not known here yet.

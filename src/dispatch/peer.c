@@ -200,6 +200,24 @@ static bool table_entry(int pid, pcori_route_entry_t *e_p,
 	return ok;
 }
 
+int pcori_routes_copy(pcori_route_entry_t **tab_p, int *n_p)
+{
+	pcori_lock(&pcori_net.routes_lock);
+	if ((!pcori_net.rtab || atomic_load(&pcori_net.routes_stale)) &&
+	    table_build() == PCOR_OK)
+		atomic_store(&pcori_net.routes_stale, false);
+	int n = pcori_net.rtab ? pcori_net.nroutes : 0;
+	pcori_route_entry_t *t = malloc(sizeof(*t) * (size_t)(n ? n : 1));
+	if (t && n)
+		memcpy(t, pcori_net.rtab, sizeof(*t) * (size_t)n);
+	pcori_unlock(&pcori_net.routes_lock);
+	if (!t)
+		return PCOR_ERR_NOMEM;
+	*tab_p = t;
+	*n_p = n;
+	return PCOR_OK;
+}
+
 static void retire(pcori_route_t *r)
 {
 	retired_route_t *t = malloc(sizeof(*t));

@@ -895,8 +895,16 @@ void pcori_port_tx_done(pcori_port_t *p, pcori_ctx_t *ctx, int status)
 	pcori_txstream_t *ts = m->ts;
 	bool dead = false;
 	deferred_t d = {0};
+	pcori_route_t *rt = status ? pcori_peer_route(ts->peer) : NULL;
 	pcori_lock(&ts->lock);
-	if (status && !(m->flags & PCORI_TXM_DEAD)) {
+	if (status && rt && rt->next_hop != ts->peer->pid &&
+	    atomic_load(&ts->peer->state) != PCORI_PEER_LOST) {
+		/*
+		 * Sent through a gateway: its failure says nothing of the
+		 * destination.  The frame is lost like any other and resent,
+		 * on the rebuilt route, or failed if none is left.
+		 */
+	} else if (status && !(m->flags & PCORI_TXM_DEAD)) {
 		/* A send the fabric failed: the peer is likely gone. */
 		m->flags |= PCORI_TXM_DEAD;
 		if (m->req) {
