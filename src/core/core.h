@@ -278,6 +278,10 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(RTO_MS, rto_ms, INT, "1000", 1, 600000,                               \
 	  "a message unacknowledged this long is sent again (doubling up to "  \
 	  "25x); guards against fabrics that lose or corrupt a message")       \
+	X(RXD_WINDOW, rxd_window, INT, "32", 0, 65536,                        \
+	  "udp;ofi_rxd: packets in flight per peer (sets "                    \
+	  "FI_OFI_RXD_MAX_UNACKED unless that is set); rxd's own 128 stalls "  \
+	  "under two-way load; 0: leave rxd's default")                        \
 	X(SHM_CELLS, shm_cells, INT, "256", 1, 65536,                          \
 	  "pcor-shm: cells in each process's send pool (medium messages)")     \
 	X(SHM_CELL_SIZE, shm_cell_size, SIZE, "8k", 1024, 16 << 20,            \

@@ -221,7 +221,8 @@ struct pcori_txstream {
 	pcori_list_t waiting_fin; /* rendezvous acked, data not yet taken */
 	pcori_list_t streaming;   /* rendezvous with fragments to post */
 	pcori_list_t orphans;  /* failed, still owed fabric completions */
-	uint64_t resume_ns;    /* after a NACK: retransmit from then */
+	/* Written under lock, read by the timer scan under timer_lock. */
+	_Atomic uint64_t resume_ns; /* after a NACK: retransmit from then */
 	uint32_t backoff_us;
 	/*
 	 * After a NACK only the refused message goes again; the rest follow
@@ -229,7 +230,7 @@ struct pcori_txstream {
 	 */
 	bool probing;
 	bool resync;           /* earlier messages were failed: say so */
-	uint64_t rto_ns;       /* oldest unacknowledged goes again then */
+	_Atomic uint64_t rto_ns; /* oldest unacknowledged goes again then */
 	uint32_t rto_shift;    /* consecutive timeouts (backoff) */
 	pcori_list_t timer_link; /* in pcori_net.timers while waiting */
 };
@@ -318,6 +319,7 @@ struct pcori_peer {
 	pcori_rxstream_t **rx;   /* by peer thid, made on demand */
 	pcori_rndv_t *rndv;      /* receives being pulled from this peer */
 	pcori_list_t acks;       /* rx streams with an ack to send */
+	_Atomic int nacks;       /* length of acks: peeked without rx_lock */
 	/* Left normally: lost at this time unless its BYE came first. */
 	_Atomic uint64_t leave_ns;
 };

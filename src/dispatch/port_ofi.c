@@ -599,6 +599,17 @@ int pcori_port_ofi_open(const char *provider, int index,
 	struct fi_info *info = NULL;
 	int rc = -FI_ENODATA;
 	*n_p = 0;
+	/*
+	 * rxd reads its window once, when libfabric first loads providers.
+	 * With its default of 128 packets, two processes sending both ways
+	 * on loopback stall (each side's transmit queue stays full); 32
+	 * keeps it moving.  A value the user set wins.
+	 */
+	if (pcori_rt.cfg.rxd_window > 0) {
+		char w[16];
+		snprintf(w, sizeof(w), "%d", (int)pcori_rt.cfg.rxd_window);
+		setenv("FI_OFI_RXD_MAX_UNACKED", w, 0);
+	}
 	/* Multi-receive slabs where the provider has them. */
 	for (int mr = 1; mr >= 0 && rc; mr--) {
 		struct fi_info *h = make_hints(provider, mr);

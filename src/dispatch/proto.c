@@ -319,7 +319,8 @@ static void hdr_for(const pcori_txmsg_t *m, pcori_wire_hdr_t *h, uint8_t type)
 /* Take one due ack of the peer's to ride along.  Stream lock held. */
 static bool piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
 {
-	if (pcori_list_empty(&peer->acks) || !pcori_trylock(&peer->rx_lock))
+	if (!atomic_load_explicit(&peer->nacks, memory_order_relaxed) ||
+	    !pcori_trylock(&peer->rx_lock))
 		return false;
 	bool got = false;
 	if (!pcori_list_empty(&peer->acks)) {
@@ -327,6 +328,7 @@ static bool piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
 			peer->acks.next, pcori_rxstream_t, ack_link);
 		uint32_t upto = rs->active ? rs->expected - 1 : rs->expected;
 		pcori_list_remove(&rs->ack_link);
+		atomic_fetch_sub(&peer->nacks, 1);
 		atomic_fetch_sub(&pcori_net.acks_pending, 1);
 		rs->ack_due_ns = 0;
 		rs->acked = upto;
@@ -649,10 +651,13 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 static void ack_upto(pcori_txstream_t *ts, uint32_t upto, pcori_list_t *dead,
 		     deferred_t *d)
 {
-	pcori_list_t *pos, *tmp;
-	pcori_list_foreach_safe(pos, tmp, &ts->sent)
-	{
-		pcori_txmsg_t *m = PCORI_CONTAINER_OF(pos, pcori_txmsg_t, link);
+	/*
+	 * From the head each time: the lock may go while completions run,
+	 * and then other threads change the list (a saved next is stale).
+	 */
+	while (!pcori_list_empty(&ts->sent)) {
+		pcori_txmsg_t *m = PCORI_CONTAINER_OF(ts->sent.next,
+						      pcori_txmsg_t, link);
 		if (!seq_lt(m->seq, upto))
 			break;
 		m->flags |= PCORI_TXM_ACKED;
@@ -665,18 +670,18 @@ static void ack_upto(pcori_txstream_t *ts, uint32_t upto, pcori_list_t *dead,
 		if (m->req && !wait_fin) {
 			defer(d, D_COMPLETE, m->req, PCOR_OK, NULL);
 			m->req = NULL;
-			if (d->n == (int)PCORI_ARRAY_LEN(d->a)) {
-				pcori_unlock(&ts->lock);
-				run_deferred(d);
-				pcori_lock(&ts->lock);
-			}
 		}
-		pcori_list_remove(pos);
+		pcori_list_remove(&m->link);
 		if (txm_done(m))
-			pcori_list_push_back(dead, pos);
+			pcori_list_push_back(dead, &m->link);
 		else if (m->flags & PCORI_TXM_RNDV)
-			pcori_list_push_back(&ts->waiting_fin, pos);
+			pcori_list_push_back(&ts->waiting_fin, &m->link);
 		/* else: provider completions outstanding; tx_done frees */
+		if (d->n == (int)PCORI_ARRAY_LEN(d->a)) {
+			pcori_unlock(&ts->lock);
+			run_deferred(d);
+			pcori_lock(&ts->lock);
+		}
 	}
 	ts->backoff_us = BACKOFF_MIN_US;
 	ts->resync = false; /* the receiver follows us again */
@@ -952,6 +957,7 @@ static void ack_schedule(pcori_peer_t *peer, pcori_rxstream_t *rs,
 	PCORI_ASSERT_LOCKED(&peer->rx_lock);
 	if (pcori_list_empty(&rs->ack_link)) {
 		pcori_list_push_back(&peer->acks, &rs->ack_link);
+		atomic_fetch_add(&peer->nacks, 1);
 		atomic_fetch_add(&pcori_net.acks_pending, 1);
 		rs->ack_due_ns = pcori_now_ns() +
 				 (uint64_t)pcori_rt.cfg.ack_delay_ns;
@@ -988,6 +994,7 @@ static int acks_flush_peer(pcori_peer_t *peer, uint64_t now, bool force)
 			break;
 		uint32_t upto = rs->active ? rs->expected - 1 : rs->expected;
 		pcori_list_remove(pos);
+		atomic_fetch_sub(&peer->nacks, 1);
 		atomic_fetch_sub(&pcori_net.acks_pending, 1);
 		rs->ack_due_ns = 0;
 		rs->acked = upto;
@@ -1018,7 +1025,7 @@ int pcori_acks_flush(bool force)
 	pcori_peer_t **peers = atomic_load(&pcori_net.peers);
 	for (int i = 0; i < np; i++) {
 		pcori_peer_t *p = pcori_peer_slot(peers, i);
-		if (p && !pcori_list_empty(&p->acks))
+		if (p && atomic_load_explicit(&p->nacks, memory_order_relaxed))
 			n += acks_flush_peer(p, now, force);
 	}
 	return n;
@@ -1748,30 +1755,30 @@ void pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 
 /* ------------------------------------------------------------ timers */
 
-/* Retry rendezvous reads that found a full queue. */
+/*
+ * Retry rendezvous reads that found a full queue.  One at a time under
+ * the lock (rndv_read_more tests qlink under it), at most as many as were
+ * queued on entry: a read that fails again waits for the next round.
+ */
 static int readq_run(void)
 {
-	if (!atomic_load_explicit(&pcori_net.nreadq, memory_order_relaxed))
-		return 0;
-	pcori_list_t q;
-	pcori_list_init(&q);
-	pcori_lock(&pcori_net.timer_lock);
-	while (!pcori_list_empty(&pcori_net.readq)) {
-		pcori_list_t *n = pcori_net.readq.next;
-		pcori_list_remove(n);
-		atomic_fetch_sub(&pcori_net.nreadq, 1);
-		pcori_list_push_back(&q, n);
-	}
-	pcori_unlock(&pcori_net.timer_lock);
+	int todo = atomic_load_explicit(&pcori_net.nreadq,
+					memory_order_relaxed);
 	int n = 0;
-	while (!pcori_list_empty(&q)) {
-		pcori_rndv_t *v = PCORI_CONTAINER_OF(q.next, pcori_rndv_t,
-						     qlink);
+	for (; n < todo; n++) {
+		pcori_lock(&pcori_net.timer_lock);
+		if (pcori_list_empty(&pcori_net.readq)) {
+			pcori_unlock(&pcori_net.timer_lock);
+			break;
+		}
+		pcori_rndv_t *v = PCORI_CONTAINER_OF(pcori_net.readq.next,
+						     pcori_rndv_t, qlink);
 		pcori_list_remove(&v->qlink);
+		atomic_fetch_sub(&pcori_net.nreadq, 1);
+		pcori_unlock(&pcori_net.timer_lock);
 		if (!atomic_load(&v->done))
 			rndv_read_more(v);
 		rndv_unref(v); /* the queue's reference */
-		n++;
 	}
 	return n;
 }
@@ -1808,8 +1815,9 @@ int pcori_timers_run(void)
 		pcori_txstream_t *ts = PCORI_CONTAINER_OF(due.next,
 							  pcori_txstream_t,
 							  timer_link);
-		pcori_list_remove(&ts->timer_link);
+		/* Under the stream lock: timer_arm tests the link under it. */
 		pcori_lock(&ts->lock);
+		pcori_list_remove(&ts->timer_link);
 		if (ts->rto_ns && ts->rto_ns <= now &&
 		    !pcori_list_empty(&ts->sent)) {
 			/* No ack for too long: the fabric may have lost one. */

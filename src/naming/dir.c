@@ -237,6 +237,8 @@ void pcori_naming_fini(void)
 	pcori_agent_stop();
 	events_stop();
 	pcori_boot_fini(NM.mode);
+	/* Dispatchers may still look members up until the ports close. */
+	pcori_lock(&NM.lock);
 	pcori_view_t *e, *t;
 	HASH_ITER(hh, NM.view, e, t)
 	{
@@ -244,6 +246,7 @@ void pcori_naming_fini(void)
 		pcori_wbuf_free(&e->backlog);
 		free(e);
 	}
+	pcori_unlock(&NM.lock);
 	sodium_memzero(NM.boot.key, sizeof(NM.boot.key));
 }
 
