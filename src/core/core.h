@@ -463,7 +463,9 @@ typedef struct pcori_req {
 						pending/DONE | SLEEPER */
 	int32_t status;         /* final status, valid once DONE */
 	uint16_t kind;          /* pcori_req_kind_t */
-	uint16_t flags;         /* PCOR_SEND_* for sends, PCORI_REQF_* */
+	uint16_t flags;         /* PCOR_SEND_* for sends, PCORI_REQF_*; set
+				   with pcori_req_flags (a late tester of a
+				   reused slot may read them) */
 	uint32_t ctx;           /* matching context (0: the pcor API) */
 	int32_t pid, thid, tag; /* recv: pattern; send: destination */
 	pcori_list_t link;      /* in a posted-receive queue (mq lock) */
@@ -484,6 +486,11 @@ typedef struct pcori_req {
  * each caching free slots. */
 int pcori_htable_init(uint32_t max_handles, uint32_t max_threads);
 void pcori_htable_fini(void);
+
+/* Set a request's flags: relaxed-atomic, as handle_wait may read them
+ * from a stale handle while the slot is being reused. */
+#define pcori_req_flags(r, v) \
+	__atomic_store_n(&(r)->flags, (uint16_t)(v), __ATOMIC_RELAXED)
 
 /* A fresh PENDING request; NULL when the table is full. */
 pcori_req_t *pcori_req_alloc(void);

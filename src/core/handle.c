@@ -188,7 +188,7 @@ pcori_req_t *pcori_req_alloc(void)
 	atomic_store_explicit(&r->gen, g, memory_order_release);
 	atomic_store_explicit(&r->state, pending_of(g), memory_order_relaxed);
 	r->status = PCOR_OK;
-	r->flags = 0;
+	pcori_req_flags(r, 0);
 	r->ctx = 0;
 	/* report is set by pcori_recv_post and read for receives only. */
 	return r;
@@ -331,7 +331,8 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 		return PCOR_ERR_BADHANDLE;
 	if (req_pending(r, gen)) {
 		const pcori_drive_ops_t *d = NULL;
-		if (r->flags & PCORI_REQF_REMOTE) {
+		if (__atomic_load_n(&r->flags, __ATOMIC_RELAXED) &
+		    PCORI_REQF_REMOTE) {
 			d = atomic_load_explicit(&pcori_drive,
 						 memory_order_acquire);
 			if (d && !d->wanted())

@@ -286,7 +286,7 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 	if (PCORI_UNLIKELY(!s))
 		return PCOR_ERR_AGAIN;
 	s->kind = (uint16_t)kind;
-	s->flags = (uint16_t)flags;
+	pcori_req_flags(s, flags);
 	s->pid = pcori_rt.pid;
 	s->thid = dst_thid;
 	s->tag = tag;
@@ -401,7 +401,7 @@ int pcori_recv_post(pcori_req_kind_t kind, int pid, int thid, int tag,
 	/* A peer lost while we wait is reported through progress. */
 	pcori_peer_t *peer = NULL;
 	if (pcori_net.up && pid != pcori_rt.pid) {
-		r->flags |= PCORI_REQF_REMOTE;
+		pcori_req_flags(r, r->flags | PCORI_REQF_REMOTE);
 		if (pid != PCOR_ANY_PID)
 			peer = pcori_peer_get(pid);
 	}

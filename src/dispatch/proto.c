@@ -629,7 +629,7 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 		return PCOR_ERR_AGAIN;
 	}
 	s->kind = (uint16_t)kind;
-	s->flags = (uint16_t)(flags | PCORI_REQF_REMOTE);
+	pcori_req_flags(s, flags | PCORI_REQF_REMOTE);
 	s->pid = pid;
 	s->thid = thid;
 	s->tag = tag;

@@ -230,7 +230,7 @@ PCOR_API int pcor_thread_spawn(int pid, const char *name, const void *arg,
 		return req ? PCOR_ERR_NOMEM : PCOR_ERR_AGAIN;
 	}
 	req->kind = PCORI_REQ_SEND_COPY;
-	req->flags = PCORI_REQF_REMOTE;
+	pcori_req_flags(req, PCORI_REQF_REMOTE);
 	pending_t pend = {.pid = pid, .req = req, .thid = -1};
 	pcori_list_init(&pend.link);
 	pcori_lock(&sp.lock);

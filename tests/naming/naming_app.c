@@ -110,6 +110,9 @@ static void barrier(const char *tag, int n)
 				break;
 			}
 		}
+		if (rc != PCOR_OK)
+			fprintf(stderr, "[%d] barrier: no \"%s\" (process %d)\n",
+				me, name, q);
 		CHECK_RC(rc, PCOR_OK);
 	}
 }
