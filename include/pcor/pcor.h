@@ -118,7 +118,9 @@ PCOR_API int pcor_init(int *argc, char ***argv);
 /*
  * pcor_finalize -- leave the application and release every resource.
  *
- * Every other pcor thread must have ended or detached first.  Handles not
+ * Every other pcor thread must have ended or detached first; threads that
+ * peers started here (pcor_thread_spawn) are given PCOR_LINGER_MS to end.
+ * Handles not
  * yet completed are dropped, and unexpected messages never received are
  * discarded with a warning in the log.  Afterwards every pcor call returns
  * PCOR_ERR_FINALIZED.

@@ -34,6 +34,7 @@ static struct {
 	tslot_t *slots;
 	int max;
 	int nattached; /* threads with a thid, including reserved ones */
+	_Atomic int nauto; /* threads pcor started for peers, still running */
 	pthread_key_t key;
 	bool key_ok;
 	pcori_thread_hook_fn on_detach;
@@ -89,6 +90,16 @@ void pcori_threads_fini(void)
 
 int pcori_threads_others(void)
 {
+	/*
+	 * Threads started for peers (pcor_thread_spawn) have no joiner:
+	 * give those still finishing up to linger_ms to end.
+	 */
+	uint64_t end = pcori_now_ns() +
+		       (uint64_t)pcori_rt.cfg.linger_ms * 1000000u;
+	while (atomic_load(&reg.nauto) > 0 && pcori_now_ns() < end) {
+		struct timespec ts = {0, 200000};
+		nanosleep(&ts, NULL);
+	}
 	pcori_lock(&reg.lock);
 	int n = reg.nattached - (pcori_self_thid() >= 0 ? 1 : 0);
 	pcori_unlock(&reg.lock);
@@ -164,6 +175,7 @@ static void *trampoline(void *p)
 	}
 	s->ret = ret;
 	if (s->autofree) {
+		atomic_fetch_sub(&reg.nauto, 1);
 		pcori_lock(&reg.lock);
 		s->created = false;
 		s->autofree = false;
@@ -187,6 +199,8 @@ int pcori_thread_start(pcor_thread_fn fn, void *arg, bool autofree,
 	pcori_unlock(&reg.lock);
 	if (thid < 0)
 		return PCOR_ERR_TOOMANY;
+	if (autofree)
+		atomic_fetch_add(&reg.nauto, 1);
 	tslot_t *s = &reg.slots[thid];
 	s->fn = fn;
 	s->arg = arg;
@@ -199,6 +213,8 @@ int pcori_thread_start(pcor_thread_fn fn, void *arg, bool autofree,
 	if (err) {
 		PCORI_WARN(PCORI_SUB_CORE, "thread create: pthread_create: %s",
 			   strerror(err));
+		if (autofree)
+			atomic_fetch_sub(&reg.nauto, 1);
 		pcori_lock(&reg.lock);
 		reg.nattached--;
 		s->created = false;
