@@ -12,15 +12,8 @@ int main(int argc, char **argv)
 	sb_args_t a = {.min = 1, .max = 4 << 20, .iters = 100, .warmup = 10,
 		       .window = 64};
 	sb_parse(argc, argv, &a, "streaming bandwidth, MB/s");
-	sb_must(pcor_init(&argc, &argv), "init");
-	int me = pcor_self_pid();
-	if (pcor_nprocs() != 2) {
-		fprintf(stderr, "pcor_bw: run with pcorrun -n 2\n");
-		return 2;
-	}
-	char *sbuf = sb_buf(a.max), *rbuf = sb_buf(a.max);
-	if (me == 0)
-		sb_csv_header(&a);
+	char *sbuf, *rbuf;
+	int me = sb_start(&argc, &argv, "pcor_bw", &a, &sbuf, &rbuf);
 	for (size_t size = a.min;; size = size ? size * 2 : 1) {
 		/* osu_bw: fewer rounds above 8 KiB. */
 		long iters = size > 8192 ? (a.iters + 4) / 5 : a.iters;
@@ -34,9 +27,5 @@ int main(int argc, char **argv)
 		if (size >= a.max)
 			break;
 	}
-	sb_barrier(me, 1);
-	pcor_dma_free(sbuf);
-	pcor_dma_free(rbuf);
-	sb_must(pcor_finalize(), "finalize");
-	return 0;
+	return sb_finish(me, sbuf, rbuf);
 }

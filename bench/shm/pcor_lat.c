@@ -15,16 +15,9 @@ int main(int argc, char **argv)
 	sb_args_t a = {.min = 0, .max = 4 << 20, .iters = 10000,
 		       .warmup = 1000, .window = 1};
 	sb_parse(argc, argv, &a, "one-way latency (RTT/2), us");
-	sb_must(pcor_init(&argc, &argv), "init");
-	int me = pcor_self_pid();
-	if (pcor_nprocs() != 2) {
-		fprintf(stderr, "pcor_lat: run with pcorrun -n 2\n");
-		return 2;
-	}
+	char *sbuf, *rbuf;
+	int me = sb_start(&argc, &argv, "pcor_lat", &a, &sbuf, &rbuf);
 	int peer = 1 - me;
-	char *sbuf = sb_buf(a.max), *rbuf = sb_buf(a.max);
-	if (me == 0)
-		sb_csv_header(&a);
 	for (size_t size = a.min;; size = size ? size * 2 : 1) {
 		long iters = sb_iters_for(size, a.iters);
 		long warm = sb_iters_for(size, a.warmup);
@@ -65,9 +58,5 @@ int main(int argc, char **argv)
 		if (size >= a.max)
 			break;
 	}
-	sb_barrier(me, 1);
-	pcor_dma_free(sbuf);
-	pcor_dma_free(rbuf);
-	sb_must(pcor_finalize(), "finalize");
-	return 0;
+	return sb_finish(me, sbuf, rbuf);
 }

@@ -10,15 +10,8 @@ int main(int argc, char **argv)
 	sb_args_t a = {.min = 1, .max = 1, .iters = 2000, .warmup = 200,
 		       .window = 64};
 	sb_parse(argc, argv, &a, "message rate, messages/s");
-	sb_must(pcor_init(&argc, &argv), "init");
-	int me = pcor_self_pid();
-	if (pcor_nprocs() != 2) {
-		fprintf(stderr, "pcor_mr: run with pcorrun -n 2\n");
-		return 2;
-	}
-	char *sbuf = sb_buf(a.max), *rbuf = sb_buf(a.max);
-	if (me == 0)
-		sb_csv_header(&a);
+	char *sbuf, *rbuf;
+	int me = sb_start(&argc, &argv, "pcor_mr", &a, &sbuf, &rbuf);
 	for (size_t size = a.min;; size = size ? size * 2 : 1) {
 		double s = sb_window(me, size, a.window, a.iters, a.warmup,
 				     sbuf, rbuf);
@@ -29,9 +22,5 @@ int main(int argc, char **argv)
 		if (size >= a.max)
 			break;
 	}
-	sb_barrier(me, 1);
-	pcor_dma_free(sbuf);
-	pcor_dma_free(rbuf);
-	sb_must(pcor_finalize(), "finalize");
-	return 0;
+	return sb_finish(me, sbuf, rbuf);
 }

@@ -142,6 +142,36 @@ static inline void *sb_buf(size_t len)
 }
 
 /*
+ * The frame every two-process program shares: init, check the job size,
+ * DMA buffers for a.max bytes, the CSV header on pid 0.  Returns the pid.
+ */
+static inline int sb_start(int *argc, char ***argv, const char *prog,
+			   const sb_args_t *a, char **sbuf, char **rbuf)
+{
+	sb_must(pcor_init(argc, argv), "init");
+	int me = pcor_self_pid();
+	if (pcor_nprocs() != 2) {
+		fprintf(stderr, "%s: run with pcorrun -n 2\n", prog);
+		exit(2);
+	}
+	*sbuf = sb_buf(a->max);
+	*rbuf = sb_buf(a->max);
+	if (me == 0)
+		sb_csv_header(a);
+	return me;
+}
+
+/* Everyone done, buffers back, leave. */
+static inline int sb_finish(int me, char *sbuf, char *rbuf)
+{
+	sb_barrier(me, 1);
+	pcor_dma_free(sbuf);
+	pcor_dma_free(rbuf);
+	sb_must(pcor_finalize(), "finalize");
+	return 0;
+}
+
+/*
  * The osu_bw pattern: for every iteration pid 1 posts `window` receives
  * and pid 0 `window` sends of size bytes (all from and into one buffer
  * each), both wait for all of them, and pid 1 answers with a 4-byte
