@@ -98,21 +98,28 @@ static void barrier(const char *tag, int n)
 	CHECK_OK(pcor_name_publish(name, me, 0));
 	for (int q = 0; q < n; q++) {
 		snprintf(name, sizeof(name), "%s/%d", tag, q);
-		int pid, thid, rc = PCOR_ERR_TIMEDOUT;
+		int pid, thid, rc = PCOR_ERR_TIMEDOUT, irc = PCOR_OK;
+		pcor_proc_info_t pi = {0};
 		for (int tries = 0; tries < 300; tries++) {
 			rc = pcor_name_lookup(name, SEC / 10, &pid, &thid);
 			if (rc == PCOR_OK)
 				break;
-			pcor_proc_info_t pi;
-			if (pcor_proc_info(q, &pi) == PCOR_ERR_PEER_LOST &&
-			    pi.state == PCOR_PROC_EXITED) {
+			/* Gone: it passed the barrier (how it left is checked
+			 * by the cases that are about leaving). */
+			irc = pcor_proc_info(q, &pi);
+			if (irc == PCOR_ERR_PEER_LOST) {
+				if (pi.state != PCOR_PROC_EXITED)
+					fprintf(stderr, "[%d] barrier: process "
+						"%d left in state %d\n",
+						me, q, (int)pi.state);
 				rc = PCOR_OK;
 				break;
 			}
 		}
 		if (rc != PCOR_OK)
-			fprintf(stderr, "[%d] barrier: no \"%s\" (process %d)\n",
-				me, name, q);
+			fprintf(stderr, "[%d] barrier: no \"%s\"; process %d: "
+				"%s, state %d\n", me, name, q,
+				pcor_strerror(irc), (int)pi.state);
 		CHECK_RC(rc, PCOR_OK);
 	}
 }
