@@ -186,14 +186,20 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	/* The gateway leaves last: the ends' last acks cross it. */
+	/*
+	 * The gateway leaves last: C's last send to A completes only when
+	 * A's ack came back through B, and only then does C tell B (over
+	 * their own link) that it is done; A tells B too.
+	 */
 	if (me == 2) {
 		xsend(0, TAG_ACK, NULL, 0);
+		xsend(1, TAG_ACK, NULL, 0);
 	} else if (me == 0) {
 		xrecv(2, TAG_ACK, NULL, 0);
 		xsend(1, TAG_ACK, NULL, 0);
 	} else {
 		xrecv(0, TAG_ACK, NULL, 0);
+		xrecv(2, TAG_ACK, NULL, 0);
 	}
 	free(buf);
 	OK(pcor_finalize());
