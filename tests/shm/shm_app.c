@@ -28,6 +28,9 @@
  * Waiting is on handles (and, where a background event is awaited, on a
  * bounded poll of its outcome); no sleeps stand in for events.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* syscall() for the futex wake */
+#endif
 #include "harness.h"
 
 #include "dispatch/dispatch.h"
@@ -35,10 +38,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define SEC 1000000000LL
@@ -640,8 +645,9 @@ static void rogue_attack(void)
 	atomic_store(&tails[spare], 64);
 	/* 4: a counter running ahead by more than a ring. */
 	atomic_store(&tails[mine], t + 64 + 3 * (uint64_t)g.ring_size);
-	/* Wake pid 0 should it sleep. */
+	/* Wake pid 0 should it sleep, as a sender would. */
 	atomic_fetch_add(&h->wake, 1);
+	syscall(SYS_futex, &h->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 	munmap(seg, size);
 }
 
@@ -678,6 +684,13 @@ static int run_rogue(void)
 		/* Then say so, through pcor-shm's other direction (to 1). */
 		CHECK_OK(pcor_send_copy(1, 0, 30, NULL, 0, &h));
 		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		/*
+		 * Write nothing more to pid 0 (our BYE at finalize would land
+		 * on the garbage before pid 0 saw it) until it says, through
+		 * pid 1, that it has.
+		 */
+		CHECK_OK(pcor_recv_copy(1, 0, 35, NULL, 0, NULL, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
 	}
 	if (me == 1) {
 		pcor_handle_t h;
@@ -698,9 +711,18 @@ static int run_rogue(void)
 		CHECK(atomic_load(&port->st.bad_hdr) >= 2);
 		/* Still serving pid 1. */
 		talk(1, 32);
+		CHECK_OK(pcor_send_copy(1, 0, 34, NULL, 0, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
 	}
-	if (me == 1)
+	if (me == 1) {
 		talk(0, 32);
+		/* pid 0 has seen the garbage: pid 2 may leave. */
+		pcor_handle_t h;
+		CHECK_OK(pcor_recv_copy(0, 0, 34, NULL, 0, NULL, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		CHECK_OK(pcor_send_copy(2, 0, 35, NULL, 0, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+	}
 	return 0;
 }
 
