@@ -125,6 +125,10 @@ PCOR_API int pcor_finalize(void)
 	int rc = pcori_rt_check();
 	if (rc)
 		return rc;
+	/* Threads peers started here have no joiner: give them the linger
+	 * time to end. */
+	pcori_threads_wait_spawned((uint64_t)pcori_rt.cfg.linger_ms *
+				   1000000u);
 	if (pcori_threads_others() > 0)
 		return PCOR_ERR_BUSY;
 	int expect = PCORI_RT_READY;

@@ -575,6 +575,9 @@ int pcori_threads_init(int max_threads, pcori_thread_hook_fn on_detach);
 void pcori_threads_fini(void);
 /* Number of attached threads other than the caller. */
 int pcori_threads_others(void);
+/* Wait up to timeout_ns for threads started for peers (they have no
+ * joiner) to end. */
+void pcori_threads_wait_spawned(uint64_t timeout_ns);
 /*
  * Start a pcor thread running fn(arg).  autofree: not joinable, its id is
  * released when fn returns (remote spawns).

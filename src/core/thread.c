@@ -88,18 +88,17 @@ void pcori_threads_fini(void)
 	memset(&reg, 0, sizeof(reg));
 }
 
-int pcori_threads_others(void)
+void pcori_threads_wait_spawned(uint64_t timeout_ns)
 {
-	/*
-	 * Threads started for peers (pcor_thread_spawn) have no joiner:
-	 * give those still finishing up to linger_ms to end.
-	 */
-	uint64_t end = pcori_now_ns() +
-		       (uint64_t)pcori_rt.cfg.linger_ms * 1000000u;
+	uint64_t end = pcori_now_ns() + timeout_ns;
 	while (atomic_load(&reg.nauto) > 0 && pcori_now_ns() < end) {
 		struct timespec ts = {0, 200000};
 		nanosleep(&ts, NULL);
 	}
+}
+
+int pcori_threads_others(void)
+{
 	pcori_lock(&reg.lock);
 	int n = reg.nattached - (pcori_self_thid() >= 0 ? 1 : 0);
 	pcori_unlock(&reg.lock);
