@@ -25,6 +25,9 @@
  */
 #include "harness.h"
 
+#define BENCH_NAME "msgrate"
+#include "check.h"
+
 #include <pcor/pcor.h>
 
 #include <pthread.h>
@@ -47,26 +50,6 @@ typedef struct member {
 	run_t *run;
 	long idx;
 } member_t;
-
-static void die(const char *what, int rc)
-{
-	fprintf(stderr, "msgrate: %s: %s (%d)\n", what, pcor_strerror(rc), rc);
-	exit(1);
-}
-
-static int hcheck(int h, const char *what)
-{
-	if (h <= 0)
-		die(what, h);
-	return h;
-}
-
-static void wait_ok(int h, const char *what)
-{
-	int rc = testHandle(h, PCOR_BLOCK);
-	if (rc != PCOR_OK)
-		die(what, rc);
-}
 
 /* h: window handles; ack[k % depth]: the acknowledgement of window k. */
 static void sender(run_t *run, int peer, char *buf, int *h, int *ack)

@@ -24,6 +24,9 @@
  */
 #include "harness.h"
 
+#define BENCH_NAME "pingpong"
+#include "check.h"
+
 #include <pcor/pcor.h>
 
 #include <pthread.h>
@@ -58,27 +61,6 @@ typedef struct side {
 	int who;
 } side_t;
 
-static void die(const char *what, int rc)
-{
-	fprintf(stderr, "pingpong: %s: %s (%d)\n", what, pcor_strerror(rc), rc);
-	exit(1);
-}
-
-/* A handle, or exit: a negative value is a status. */
-static int hcheck(int h, const char *what)
-{
-	if (h <= 0)
-		die(what, h);
-	return h;
-}
-
-static void wait_ok(int h, const char *what)
-{
-	int rc = testHandle(h, PCOR_BLOCK);
-	if (rc != PCOR_OK)
-		die(what, rc);
-}
-
 static void check_bytes(const void *buf, size_t size, int pat)
 {
 	const unsigned char *b = buf;
@@ -109,46 +91,19 @@ static void *dalloc(size_t size)
 
 static void run_copy(point_t *pt, int who)
 {
-	const int me = who, pid = pcor_self_pid();
+	const int me = who, len = (int)pt->size;
 	int peer;
-	const int len = (int)pt->size;
 	char *sbuf = xalloc(pt->size), *rbuf = xalloc(pt->size);
 	memset(sbuf, who ? PAT_B : PAT_A, pt->size);
 	memset(rbuf, 0, pt->size);
 	pthread_barrier_wait(&pt->start);
 	/* Only now are both ids written (pcor_thread_create returned). */
 	peer = pt->thid[1 - who];
-	/* Copies: the shared point is not read inside the timed loop. */
-	const long total = pt->total;
-	bh_clock_t clk = pt->clk;
-	int r = 0;
-	if (me == 1)
-		r = hcheck(
-		    recvCopy(pid, peer, TAG, rbuf, len, NULL, NULL, NULL, NULL),
-		    "recvCopy");
-	for (long i = 0; i < total; i++) {
-		if (me == 0) {
-			bh_clock_tick(&clk);
-			r = hcheck(recvCopy(pid, peer, TAG, rbuf, len, NULL,
-					    NULL, NULL, NULL),
-				   "recvCopy");
-			wait_ok(hcheck(sendCopy(pid, peer, TAG, sbuf, len),
-				       "sendCopy"),
-				"sendCopy completion");
-			wait_ok(r, "recvCopy completion");
-		} else {
-			wait_ok(r, "recvCopy completion");
-			if (i + 1 < total)
-				r = hcheck(recvCopy(pid, peer, TAG, rbuf, len,
-						    NULL, NULL, NULL, NULL),
-					   "recvCopy");
-			wait_ok(hcheck(sendCopy(pid, peer, TAG, sbuf, len),
-				       "sendCopy"),
-				"sendCopy completion");
-		}
-	}
+	/* The shared point is read once, not inside the timed loop. */
+	double ns = copy_pingpong(me, peer, TAG, sbuf, rbuf, len, pt->total,
+				  pt->clk);
 	if (me == 0)
-		pt->ns = bh_clock_end(&clk);
+		pt->ns = ns;
 	check_bytes(rbuf, pt->size, who ? PAT_A : PAT_B);
 	free(sbuf);
 	free(rbuf);

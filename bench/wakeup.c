@@ -20,6 +20,9 @@
  */
 #include "harness.h"
 
+#define BENCH_NAME "wakeup"
+#include "check.h"
+
 #include <pcor/pcor.h>
 
 #include <pthread.h>
@@ -49,63 +52,17 @@ typedef struct side {
 	bool wake_test;
 } side_t;
 
-static void die(const char *what, int rc)
-{
-	fprintf(stderr, "wakeup: %s: %s (%d)\n", what, pcor_strerror(rc), rc);
-	exit(1);
-}
-
-static int hcheck(int h, const char *what)
-{
-	if (h <= 0)
-		die(what, h);
-	return h;
-}
-
-static void wait_ok(int h, const char *what)
-{
-	int rc = testHandle(h, PCOR_BLOCK);
-	if (rc != PCOR_OK)
-		die(what, rc);
-}
-
 /* Blocking 8 B ping-pong; every receive is posted before its message. */
 static void pingpong(pair_t *p, int who)
 {
 	char sbuf[MSG], rbuf[MSG];
-	const int pid = pcor_self_pid(), peer = p->thid[1 - who];
+	const int peer = p->thid[1 - who];
 	memset(sbuf, who, sizeof(sbuf));
-	/* Copies: the shared pair is not read inside the timed loop. */
-	const long total = p->total;
-	bh_clock_t clk = p->clk;
-	int r = 0;
-	if (who == 1)
-		r = hcheck(
-		    recvCopy(pid, peer, TAG, rbuf, MSG, NULL, NULL, NULL, NULL),
-		    "recvCopy");
-	for (long i = 0; i < total; i++) {
-		if (who == 0) {
-			bh_clock_tick(&clk);
-			r = hcheck(recvCopy(pid, peer, TAG, rbuf, MSG, NULL,
-					    NULL, NULL, NULL),
-				   "recvCopy");
-			wait_ok(hcheck(sendCopy(pid, peer, TAG, sbuf, MSG),
-				       "sendCopy"),
-				"sendCopy completion");
-			wait_ok(r, "recvCopy completion");
-		} else {
-			wait_ok(r, "recvCopy completion");
-			if (i + 1 < total)
-				r = hcheck(recvCopy(pid, peer, TAG, rbuf, MSG,
-						    NULL, NULL, NULL, NULL),
-					   "recvCopy");
-			wait_ok(hcheck(sendCopy(pid, peer, TAG, sbuf, MSG),
-				       "sendCopy"),
-				"sendCopy completion");
-		}
-	}
+	/* The shared pair is read once, not inside the timed loop. */
+	double ns = copy_pingpong(who, peer, TAG, sbuf, rbuf, MSG, p->total,
+				  p->clk);
 	if (who == 0)
-		p->ns = bh_clock_end(&clk);
+		p->ns = ns;
 }
 
 /* One-way wake-ups of a receiver that is surely asleep. */
