@@ -316,6 +316,16 @@ static void hdr_for(const pcori_txmsg_t *m, pcori_wire_hdr_t *h, uint8_t type)
 	h->frag_count = m->nfrags;
 }
 
+/* Written under rx_lock only, so no locked add is needed. */
+static inline void nacks_add(pcori_peer_t *peer, int delta)
+{
+	PCORI_ASSERT_LOCKED(&peer->rx_lock);
+	atomic_store_explicit(
+		&peer->nacks,
+		atomic_load_explicit(&peer->nacks, memory_order_relaxed) + delta,
+		memory_order_relaxed);
+}
+
 /* Take one due ack of the peer's to ride along.  Stream lock held. */
 static bool piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
 {
@@ -328,7 +338,7 @@ static bool piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
 			peer->acks.next, pcori_rxstream_t, ack_link);
 		uint32_t upto = rs->active ? rs->expected - 1 : rs->expected;
 		pcori_list_remove(&rs->ack_link);
-		atomic_fetch_sub(&peer->nacks, 1);
+		nacks_add(peer, -1);
 		atomic_fetch_sub(&pcori_net.acks_pending, 1);
 		rs->ack_due_ns = 0;
 		rs->acked = upto;
@@ -478,7 +488,8 @@ static void rto_arm(pcori_txstream_t *ts)
 	uint64_t rto = (uint64_t)pcori_rt.cfg.rto_ms * 1000000u
 		       << PCORI_MIN(ts->rto_shift, 4u);
 	bool listed = ts->rto_ns || ts->resume_ns;
-	ts->rto_ns = pcori_now_ns() + rto;
+	atomic_store_explicit(&ts->rto_ns, pcori_now_ns() + rto,
+			      memory_order_relaxed);
 	if (!listed)
 		timer_list(ts);
 }
@@ -486,7 +497,8 @@ static void rto_arm(pcori_txstream_t *ts)
 static void timer_arm(pcori_txstream_t *ts, uint64_t when)
 {
 	PCORI_ASSERT_LOCKED(&ts->lock);
-	ts->resume_ns = when ? when : 1;
+	atomic_store_explicit(&ts->resume_ns, when ? when : 1,
+			      memory_order_relaxed);
 	pcori_lock(&pcori_net.timer_lock);
 	if (pcori_list_empty(&ts->timer_link)) {
 		pcori_list_push_back(&pcori_net.timers, &ts->timer_link);
@@ -688,7 +700,7 @@ static void ack_upto(pcori_txstream_t *ts, uint32_t upto, pcori_list_t *dead,
 	/* Progress: the timeout restarts from now, or stops. */
 	ts->rto_shift = 0;
 	if (pcori_list_empty(&ts->sent))
-		ts->rto_ns = 0;
+		atomic_store_explicit(&ts->rto_ns, 0, memory_order_relaxed);
 	else
 		rto_arm(ts);
 }
@@ -766,7 +778,7 @@ static void go_back(pcori_txstream_t *ts, uint32_t seq)
 		back.next->prev = &ts->waiting;
 	}
 	if (pcori_list_empty(&ts->sent))
-		ts->rto_ns = 0;
+		atomic_store_explicit(&ts->rto_ns, 0, memory_order_relaxed);
 }
 
 /* Find a rendezvous message of a stream by its cookie.  Lock held. */
@@ -957,7 +969,7 @@ static void ack_schedule(pcori_peer_t *peer, pcori_rxstream_t *rs,
 	PCORI_ASSERT_LOCKED(&peer->rx_lock);
 	if (pcori_list_empty(&rs->ack_link)) {
 		pcori_list_push_back(&peer->acks, &rs->ack_link);
-		atomic_fetch_add(&peer->nacks, 1);
+		nacks_add(peer, 1);
 		atomic_fetch_add(&pcori_net.acks_pending, 1);
 		rs->ack_due_ns = pcori_now_ns() +
 				 (uint64_t)pcori_rt.cfg.ack_delay_ns;
@@ -994,7 +1006,7 @@ static int acks_flush_peer(pcori_peer_t *peer, uint64_t now, bool force)
 			break;
 		uint32_t upto = rs->active ? rs->expected - 1 : rs->expected;
 		pcori_list_remove(pos);
-		atomic_fetch_sub(&peer->nacks, 1);
+		nacks_add(peer, -1);
 		atomic_fetch_sub(&pcori_net.acks_pending, 1);
 		rs->ack_due_ns = 0;
 		rs->acked = upto;
@@ -1829,10 +1841,12 @@ int pcori_timers_run(void)
 			go_back(ts, m->seq);
 			ts->probing = true;
 			ts->rto_shift++;
-			ts->resume_ns = 0;
+			atomic_store_explicit(&ts->resume_ns, 0,
+					      memory_order_relaxed);
 		}
 		if (ts->resume_ns <= now)
-			ts->resume_ns = 0;
+			atomic_store_explicit(&ts->resume_ns, 0,
+					      memory_order_relaxed);
 		if (!pcori_list_empty(&ts->waiting) && !ts->resume_ns)
 			if (pcori_peer_route(ts->peer))
 				atomic_fetch_add_explicit(
@@ -1912,8 +1926,8 @@ void pcori_txstream_fail(pcori_txstream_t *ts, int status, bool resync)
 		}
 	}
 	ts->probing = false;
-	ts->resume_ns = 0;
-	ts->rto_ns = 0;
+	atomic_store_explicit(&ts->resume_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&ts->rto_ns, 0, memory_order_relaxed);
 	ts->resync = resync;
 	pcori_unlock(&ts->lock);
 	run_deferred(&d);
