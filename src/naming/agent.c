@@ -25,6 +25,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -998,16 +999,63 @@ static void shutdown_all(void)
 	pcori_frame_end(&w);
 	uint64_t deadline = pcori_now_ns() + 1000000000ull;
 	pcori_list_t *pos, *tmp;
-	pcori_list_foreach_safe(pos, tmp, &NM.conns)
+	int npeers = 0;
+	pcori_list_foreach(pos, &NM.conns)
 	{
 		pcori_conn_t *c = PCORI_CONTAINER_OF(pos, pcori_conn_t, link);
 		if (c->kind == CONN_PEER && !c->dead &&
-		    !pcori_conn_send(c, &w))
-			pcori_conn_flush_sync(c, deadline);
+		    !pcori_conn_send(c, &w) &&
+		    !pcori_conn_flush_sync(c, deadline) &&
+		    !shutdown(c->fd, SHUT_WR))
+			npeers++;
+		else
+			c->dead = PCOR_ERR_FINALIZED;
+	}
+	pcori_wbuf_free(&w);
+	/*
+	 * Closing a socket with unread data in it sends a reset, and a reset
+	 * can destroy the BYE still queued at the peer, which then takes our
+	 * exit for a failure.  So read (and drop) until each peer closes its
+	 * side, as it does on our end of stream, or the deadline passes.
+	 */
+	struct pollfd *pf = npeers ? calloc((size_t)npeers, sizeof(*pf)) : NULL;
+	if (pf) {
+		int k = 0;
+		pcori_list_foreach(pos, &NM.conns)
+		{
+			pcori_conn_t *c =
+				PCORI_CONTAINER_OF(pos, pcori_conn_t, link);
+			if (c->kind == CONN_PEER && !c->dead)
+				pf[k++] = (struct pollfd){.fd = c->fd,
+							  .events = POLLIN};
+		}
+		for (int open = k; open > 0;) {
+			uint64_t now = pcori_now_ns();
+			if (now >= deadline ||
+			    poll(pf, (nfds_t)k,
+				 (int)((deadline - now) / 1000000 + 1)) < 0)
+				break;
+			for (int i = 0; i < k; i++) {
+				char sink[4096];
+				if (pf[i].fd < 0 || !pf[i].revents)
+					continue;
+				ssize_t n = recv(pf[i].fd, sink, sizeof(sink), 0);
+				if (n > 0 || (n < 0 && errno == EINTR))
+					continue;
+				if (n < 0 && errno == EAGAIN)
+					continue;
+				pf[i].fd = -1; /* its end of stream (or an error) */
+				open--;
+			}
+		}
+		free(pf);
+	}
+	pcori_list_foreach_safe(pos, tmp, &NM.conns)
+	{
+		pcori_conn_t *c = PCORI_CONTAINER_OF(pos, pcori_conn_t, link);
 		pcori_list_remove(&c->link);
 		pcori_conn_free(c);
 	}
-	pcori_wbuf_free(&w);
 	if (NM.seed) {
 		pcori_conn_flush_sync(NM.seed, deadline);
 		pcori_conn_free(NM.seed);
