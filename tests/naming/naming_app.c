@@ -104,14 +104,10 @@ static void barrier(const char *tag, int n)
 			rc = pcor_name_lookup(name, SEC / 10, &pid, &thid);
 			if (rc == PCOR_OK)
 				break;
-			/* Gone: it passed the barrier (how it left is checked
-			 * by the cases that are about leaving). */
+			/* Left normally: it passed the barrier. */
 			irc = pcor_proc_info(q, &pi);
-			if (irc == PCOR_ERR_PEER_LOST) {
-				if (pi.state != PCOR_PROC_EXITED)
-					fprintf(stderr, "[%d] barrier: process "
-						"%d left in state %d\n",
-						me, q, (int)pi.state);
+			if (irc == PCOR_ERR_PEER_LOST &&
+			    pi.state == PCOR_PROC_EXITED) {
 				rc = PCOR_OK;
 				break;
 			}
@@ -204,9 +200,23 @@ static void check_names(int n)
 static int run_basic(int n, int want_hosts)
 {
 	CHECK(np == n);
+	CHECK_OK(pcor_member_callback(on_member, NULL));
 	check_resolve_all(n, want_hosts);
 	check_names(n);
 	barrier("done", n);
+	/* pid 0 stays until the others left: each an exit, none a failure. */
+	if (me == 0 && n > 1) {
+		CHECK(wait_events(PCOR_MEMBER_EXIT, n - 1, 60 * SEC));
+		pthread_mutex_lock(&ev_mu);
+		int failures = ev_count[PCOR_MEMBER_FAILURE];
+		pthread_mutex_unlock(&ev_mu);
+		CHECK(failures == 0);
+		for (int q = 1; q < n; q++) {
+			pcor_proc_info_t pi;
+			CHECK_RC(pcor_proc_info(q, &pi), PCOR_ERR_PEER_LOST);
+			CHECK(pi.state == PCOR_PROC_EXITED);
+		}
+	}
 	return 0;
 }
 
