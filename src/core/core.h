@@ -227,6 +227,9 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(DMA_RESERVE, dma_reserve, SIZE, "64g", 64 << 20, (1LL << 46),        \
 	  "virtual address space reserved for DMA memory (only touched pages " \
 	  "use memory)")                                                       \
+	X(DROP_EVERY, drop_every, INT, "0", 0, 1000000000,                     \
+	  "testing: every Nth frame arriving at a port is dropped, as a "      \
+	  "lossy fabric would (0: none)")                                      \
 	X(EAGER_MAX, eager_max, SIZE, "64k", 0, 2 << 20,                       \
 	  "messages up to this size are sent eagerly; larger ones by "         \
 	  "rendezvous (at most 32 fragments)")                                 \

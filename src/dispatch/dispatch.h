@@ -137,7 +137,7 @@ typedef enum pcori_dispatch_mode {
 /* Counters of one port; read by tests and pcor_info. */
 typedef struct pcori_port_stats {
 	_Atomic uint64_t rx, tx, bad_hdr, nack_sent, nack_rcvd, retx, dup,
-		eagain, rma_reads, held, fwd, fwd_drop;
+		eagain, rma_reads, held, fwd, fwd_drop, test_drop;
 } pcori_port_stats_t;
 
 struct pcori_port {
@@ -197,6 +197,7 @@ typedef struct pcori_txmsg {
 	pcori_port_t *busy_port; /* rendezvous: the port it keeps busy */
 	uint8_t *hdrs;         /* nfrags (eager) or 2 windows (stream) */
 	uint32_t sfrag, send;  /* streamed rendezvous: fragments to post */
+	uint32_t cts_w;        /* streamed rendezvous: last window asked */
 	pcori_list_t slink;    /* in the stream's list of such messages */
 } pcori_txmsg_t;
 
@@ -284,6 +285,15 @@ typedef struct pcori_rndv {
 	pcori_reasm_t reasm;    /* streaming windows */
 	pcori_list_t qlink;     /* waiting to issue reads (queue full) */
 	pcori_list_t alive;     /* in pcori_net.rndvs until freed */
+	/*
+	 * Watched (one more reference) until the sender acknowledges our
+	 * FIN: a window request (CTS) or FIN the fabric lost is sent again
+	 * when watch_ns passes.  The timer scan reads these under timer_lock.
+	 */
+	_Atomic bool watched;
+	_Atomic bool fin_sent;
+	_Atomic uint64_t watch_ns; /* next look; 0: nothing to look for */
+	_Atomic uint32_t watch_shift;
 } pcori_rndv_t;
 
 /*
@@ -352,6 +362,8 @@ typedef struct pcori_net {
 	/* Rendezvous whose reads wait for room in a send queue. */
 	pcori_list_t readq;       /* guarded by timer_lock */
 	pcori_list_t rndvs;       /* every live rendezvous; timer_lock */
+	_Atomic int nwatched;     /* rendezvous watched; see pcori_rndv_t */
+	_Atomic uint64_t watch_next_ns; /* earliest watch_ns, or earlier */
 	_Atomic int nreadq;
 	_Atomic int nleaving; /* peers with leave_ns set */
 	/*
@@ -453,6 +465,13 @@ int pcori_acks_flush(bool force);
  */
 void pcori_txstream_fail(pcori_txstream_t *ts, int status, bool resync);
 void pcori_rx_fail(pcori_peer_t *peer, int status);
+/*
+ * Before leaving: acknowledge again everything received, in case the
+ * fabric lost the last acks (a sender would fail those messages at BYE).
+ */
+void pcori_acks_repeat(void);
+/* Rendezvous received whose FIN is not yet acknowledged. */
+int pcori_rndv_unsettled(void);
 /* Control messages (remote thread creation, leaving). */
 #define PCORI_CTRL_SPAWN 1u
 #define PCORI_CTRL_SPAWNED 2u

@@ -287,10 +287,13 @@ int pcori_net_start(void)
 	return PCOR_OK;
 }
 
-/* Messages to live peers not yet acknowledged or taken. */
+/*
+ * Messages to live peers not yet acknowledged or taken, and FINs to them
+ * not yet acknowledged.
+ */
 static size_t unsettled(void)
 {
-	size_t n = 0;
+	size_t n = (size_t)pcori_rndv_unsettled();
 	int np = atomic_load(&pcori_net.npeers);
 	pcori_peer_t **peers = atomic_load(&pcori_net.peers);
 	for (int i = 0; i < np; i++) {
@@ -335,10 +338,14 @@ void pcori_net_quiesce(void)
 	 * The BYE goes last, after every ack, queued or being sent by
 	 * another thread: a peer fails what is unacked when it arrives.
 	 */
-	do {
-		pcori_acks_flush(true);
-		pcori_progress();
-	} while (!pcori_ctl_drained() && pcori_now_ns() < end);
+	for (int round = 0; round < 2; round++) {
+		if (round) /* each ack a second time: the fabric may lose one */
+			pcori_acks_repeat();
+		do {
+			pcori_acks_flush(true);
+			pcori_progress();
+		} while (!pcori_ctl_drained() && pcori_now_ns() < end);
+	}
 	pcori_peers_bye();
 	while (pcori_timers_next() == 0 && pcori_now_ns() < end)
 		pcori_progress();
@@ -376,7 +383,7 @@ void pcori_net_fini(void)
 			   "port %d: rx %llu tx %llu bad headers %llu nacks "
 			   "sent %llu received %llu resends %llu duplicates "
 			   "%llu held %llu queue full %llu reads %llu "
-			   "forwarded %llu forward drops %llu",
+			   "forwarded %llu forward drops %llu test drops %llu",
 			   i, (unsigned long long)st->rx,
 			   (unsigned long long)st->tx,
 			   (unsigned long long)st->bad_hdr,
@@ -388,7 +395,8 @@ void pcori_net_fini(void)
 			   (unsigned long long)st->eagain,
 			   (unsigned long long)st->rma_reads,
 			   (unsigned long long)st->fwd,
-			   (unsigned long long)st->fwd_drop);
+			   (unsigned long long)st->fwd_drop,
+			   (unsigned long long)st->test_drop);
 		p->ops->close(p);
 	}
 	pcori_rndv_reap();

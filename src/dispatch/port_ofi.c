@@ -17,6 +17,11 @@
  *    FI_MR_LOCAL): providers that need them are skipped, and logged.
  *  - -FI_E* codes are translated to pcor statuses here, and the original
  *    logged.
+ *  - rxd adds the peers it hears from to its datagram address vector from
+ *    inside its progress, while fi_av_insert reads that vector under
+ *    another lock (a data race inside libfabric, found by ThreadSanitizer
+ *    with a growing vector).  On rxd ports av_lock keeps our completion
+ *    reads and our inserts apart; nothing else is done under it.
  */
 #include "dispatch.h"
 
@@ -62,6 +67,9 @@ struct ofi_port {
 	bool virt_addr;  /* remote addresses are virtual, not offsets */
 	bool multi_recv;
 	bool waitable;   /* the CQ has a file-descriptor wait object */
+	bool av_serial;  /* CQ reads and AV inserts exclude each other */
+	pcori_lock_t av_lock;
+	_Atomic int av_waiters; /* inserts waiting: do not sleep in the CQ */
 	int nrx;
 	ofi_rxbuf_t *rx;
 	int unposted;       /* buffers a full provider refused back */
@@ -138,7 +146,18 @@ static int ofi_insert_addr(pcori_port_t *bp, const pcori_port_info_t *peer,
 {
 	ofi_port_t *p = (ofi_port_t *)bp;
 	fi_addr_t a;
+	if (p->av_serial) {
+		/* A dispatcher asleep in the CQ holds av_lock: cut it short. */
+		atomic_fetch_add(&p->av_waiters, 1);
+		if (p->waitable)
+			fi_cq_signal(p->cq);
+		pcori_lock(&p->av_lock);
+	}
 	int n = fi_av_insert(p->av, peer->addr, 1, &a, 0, NULL);
+	if (p->av_serial) {
+		pcori_unlock(&p->av_lock);
+		atomic_fetch_sub(&p->av_waiters, 1);
+	}
 	if (n != 1)
 		return fi_status(n < 0 ? n : -FI_EINVAL, "av insert", p);
 	*dest_p = a;
@@ -262,6 +281,23 @@ static void handle_error(ofi_port_t *p)
 	}
 }
 
+/* One completion read, sleeping up to timeout_ms (0: none). */
+static ssize_t cq_read(ofi_port_t *p, struct fi_cq_data_entry *ev,
+		       int timeout_ms)
+{
+	if (!p->av_serial)
+		return timeout_ms ? fi_cq_sread(p->cq, ev, OFI_CQ_BATCH, NULL,
+						timeout_ms)
+				  : fi_cq_read(p->cq, ev, OFI_CQ_BATCH);
+	pcori_lock(&p->av_lock);
+	ssize_t n = timeout_ms && !atomic_load(&p->av_waiters)
+			    ? fi_cq_sread(p->cq, ev, OFI_CQ_BATCH, NULL,
+					  timeout_ms)
+			    : fi_cq_read(p->cq, ev, OFI_CQ_BATCH);
+	pcori_unlock(&p->av_lock);
+	return n;
+}
+
 static int ofi_progress(pcori_port_t *bp, int timeout_ms)
 {
 	ofi_port_t *p = (ofi_port_t *)bp;
@@ -270,9 +306,9 @@ static int ofi_progress(pcori_port_t *bp, int timeout_ms)
 	if (p->unposted)
 		repost_rx(p);
 	if (timeout_ms > 0 && p->waitable) {
-		n = fi_cq_sread(p->cq, ev, OFI_CQ_BATCH, NULL, timeout_ms);
+		n = cq_read(p, ev, timeout_ms);
 	} else {
-		n = fi_cq_read(p->cq, ev, OFI_CQ_BATCH);
+		n = cq_read(p, ev, 0);
 		/*
 		 * Without a wait descriptor the provider only moves data when
 		 * polled (shm must even answer connection requests that way),
@@ -281,7 +317,7 @@ static int ofi_progress(pcori_port_t *bp, int timeout_ms)
 		if (n == -FI_EAGAIN && timeout_ms > 0) {
 			struct timespec ts = {0, pcori_rt.cfg.block_poll_ns};
 			nanosleep(&ts, NULL);
-			n = fi_cq_read(p->cq, ev, OFI_CQ_BATCH);
+			n = cq_read(p, ev, 0);
 		}
 	}
 	if (n <= 0) {
@@ -451,6 +487,8 @@ static int open_one(struct fi_info *fi, const char *provider, int index,
 	p->base.ops = &ofi_ops;
 	p->base.index = index;
 	pcori_lock_init(&p->base.progress_lock);
+	pcori_lock_init(&p->av_lock);
+	atomic_init(&p->av_waiters, 0);
 	atomic_init(&p->next_key, 1000);
 	p->info = fi_dupinfo(fi);
 	p->virt_addr = fi->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
@@ -460,6 +498,7 @@ static int open_one(struct fi_info *fi, const char *provider, int index,
 	 * It gets single-fragment buffers.
 	 */
 	p->multi_recv = (fi->caps & FI_MULTI_RECV) && !strstr(provider, "rxd");
+	p->av_serial = strstr(provider, "rxd") != NULL;
 	int rc;
 	const char *step;
 

@@ -38,6 +38,13 @@
 #define BACKOFF_MAX_US 50000u
 #define READ_CHUNK ((size_t)8 << 20)
 #define GAP_HELD 32u          /* frames held behind a gap before asking */
+/*
+ * A rendezvous request's bytes, kept for resends apart from the streamed
+ * fragments' headers (a resend may come while those are written).
+ */
+#define RTS_ROOM 128u
+_Static_assert(RTS_ROOM >= PCORI_WIRE_HDR_SIZE + PCORI_WIRE_RTS_SIZE,
+	       "room for a rendezvous request");
 
 pcori_net_t pcori_net;
 
@@ -588,10 +595,10 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 	const bool copy = kind == PCORI_REQ_SEND_COPY;
 	const bool rndv = len > pcori_net.eager_max;
 	uint32_t nfrags = pcori_frag_count(len, pcori_net.frag_size);
-	size_t nhdr = rndv ? 2 * PCORI_FRAG_WINDOW : nfrags;
-	size_t hbytes = nhdr * PCORI_WIRE_HDR_SIZE;
-	if (rndv && hbytes < PCORI_WIRE_HDR_SIZE + PCORI_WIRE_RTS_SIZE)
-		hbytes = PCORI_WIRE_HDR_SIZE + PCORI_WIRE_RTS_SIZE;
+	/* Rendezvous: the request's bytes, then two banks of a window. */
+	size_t hbytes = rndv ? RTS_ROOM + 2 * PCORI_FRAG_WINDOW *
+						  PCORI_WIRE_HDR_SIZE
+			     : nfrags * PCORI_WIRE_HDR_SIZE;
 	size_t inline_copy = copy && !rndv ? len : 0;
 	pcori_txmsg_t *m = malloc(sizeof(*m) + hbytes + inline_copy);
 	if (!m)
@@ -827,6 +834,42 @@ static void on_fin(pcori_peer_t *peer, int32_t thid, uint64_t cookie)
 		txm_free(dead);
 }
 
+/*
+ * The receiver sends FIN until we say we have it (a repeat finds no
+ * message here and is acknowledged all the same).
+ */
+static void on_fin_frame(pcori_peer_t *peer, int32_t thid, uint64_t cookie)
+{
+	on_fin(peer, thid, cookie);
+	send_ctl(peer, PCORI_W_FINACK, 0, 0, cookie, 0, NULL);
+}
+
+static void rndv_unref(pcori_rndv_t *v);
+
+/* The sender has our FIN: the rendezvous is over on both sides. */
+static void on_finack(pcori_peer_t *peer, uint64_t cookie)
+{
+	pcori_rndv_t *found = NULL;
+	pcori_lock(&pcori_net.timer_lock);
+	pcori_list_t *pos;
+	pcori_list_foreach(pos, &pcori_net.rndvs)
+	{
+		pcori_rndv_t *v = PCORI_CONTAINER_OF(pos, pcori_rndv_t, alive);
+		if (v->peer == peer && v->cookie == cookie &&
+		    atomic_load(&v->fin_sent) && atomic_load(&v->watched)) {
+			found = v;
+			break;
+		}
+	}
+	/* Ours to drop once taken from watched; v lives until then. */
+	bool mine = found && atomic_exchange(&found->watched, false);
+	pcori_unlock(&pcori_net.timer_lock);
+	if (mine) {
+		atomic_fetch_sub(&pcori_net.nwatched, 1);
+		rndv_unref(found);
+	}
+}
+
 /* Post the pending fragments of a streamed rendezvous.  Lock held. */
 static void stream_post(pcori_txmsg_t *m)
 {
@@ -851,7 +894,8 @@ static void stream_post(pcori_txmsg_t *m)
 		h.frag_idx = i;
 		h.frag_len = (uint32_t)flen;
 		/* Two banks: a window's headers live until the next is asked. */
-		uint8_t *hb = m->hdrs + ((size_t)((i / PCORI_FRAG_WINDOW) & 1) *
+		uint8_t *hb = m->hdrs + RTS_ROOM +
+			      ((size_t)((i / PCORI_FRAG_WINDOW) & 1) *
 						 PCORI_FRAG_WINDOW +
 					 i % PCORI_FRAG_WINDOW) *
 						PCORI_WIRE_HDR_SIZE;
@@ -893,7 +937,17 @@ static void on_cts(pcori_peer_t *peer, int32_t thid, uint64_t cookie,
 	pcori_lock(&ts->lock);
 	pcori_txmsg_t *m = find_rndv(ts, cookie);
 	uint32_t first = w * PCORI_FRAG_WINDOW;
-	if (m && first < m->nfrags) {
+	/*
+	 * A request for an older window is stale.  A repeated one (the
+	 * receiver lost something) is served once the window's earlier posts
+	 * are done: the provider may still read their headers, and
+	 * completions in send order mean that, once the receiver has the
+	 * next window, the repeat has left too (two header banks suffice).
+	 */
+	bool repeat = m && w == m->cts_w && m->send > first;
+	if (m && first < m->nfrags && w >= m->cts_w &&
+	    !(repeat && atomic_load(&m->inflight))) {
+		m->cts_w = w;
 		m->sfrag = first;
 		m->send = PCORI_MIN(first + PCORI_FRAG_WINDOW, m->nfrags);
 		stream_post(m);
@@ -1025,6 +1079,24 @@ static int acks_flush_peer(pcori_peer_t *peer, uint64_t now, bool force)
 	if (n)
 		atomic_fetch_sub(&acks_sending, 1);
 	return n;
+}
+
+void pcori_acks_repeat(void)
+{
+	int np = atomic_load(&pcori_net.npeers);
+	pcori_peer_t **arr = atomic_load(&pcori_net.peers);
+	for (int i = 0; i < np; i++) {
+		pcori_peer_t *peer = pcori_peer_slot(arr, i);
+		if (!peer || atomic_load(&peer->state) != PCORI_PEER_READY)
+			continue;
+		pcori_lock(&peer->rx_lock);
+		for (int t = 0; t < pcori_rt.max_threads; t++) {
+			pcori_rxstream_t *rs = peer->rx[t];
+			if (rs && rs->expected)
+				ack_schedule(peer, rs, true);
+		}
+		pcori_unlock(&peer->rx_lock);
+	}
 }
 
 int pcori_acks_flush(bool force)
@@ -1387,15 +1459,71 @@ void pcori_rndv_reap(void)
 	}
 }
 
-/* Complete the receive once (FIN to the sender on success). */
-static void rndv_complete(pcori_rndv_t *v, int status)
+/* Make the next watch scan no later than at. */
+static void watch_next_lower(uint64_t at)
+{
+	uint64_t cur = atomic_load(&pcori_net.watch_next_ns);
+	while ((!cur || at < cur) &&
+	       !atomic_compare_exchange_weak(&pcori_net.watch_next_ns, &cur,
+					     at))
+		;
+}
+
+/* The next look at v: one retransmission timeout on, doubling. */
+static void watch_arm(pcori_rndv_t *v)
+{
+	uint32_t shift = atomic_load_explicit(&v->watch_shift,
+					      memory_order_relaxed);
+	uint64_t at = pcori_now_ns() + ((uint64_t)pcori_rt.cfg.rto_ms * 1000000u
+					<< PCORI_MIN(shift, 4u));
+	atomic_store_explicit(&v->watch_ns, at, memory_order_relaxed);
+	watch_next_lower(at);
+}
+
+/* Rendezvous whose FIN the sender has not acknowledged yet. */
+int pcori_rndv_unsettled(void)
+{
+	int n = 0;
+	pcori_lock(&pcori_net.timer_lock);
+	pcori_list_t *pos;
+	pcori_list_foreach(pos, &pcori_net.rndvs)
+	{
+		pcori_rndv_t *v = PCORI_CONTAINER_OF(pos, pcori_rndv_t, alive);
+		n += atomic_load(&v->fin_sent) && atomic_load(&v->watched) &&
+		     atomic_load(&v->peer->state) != PCORI_PEER_LOST;
+	}
+	pcori_unlock(&pcori_net.timer_lock);
+	return n;
+}
+
+/* Stop watching v (drops the watch's reference). */
+static void unwatch(pcori_rndv_t *v)
+{
+	if (atomic_exchange(&v->watched, false)) {
+		atomic_fetch_sub(&pcori_net.nwatched, 1);
+		rndv_unref(v);
+	}
+}
+
+/*
+ * Complete the receive once.  tell: the sender hears FIN, whatever the
+ * status, so that it lets go of its data (not when the sender is gone).
+ * The caller holds a reference besides the watch's.
+ */
+static void rndv_complete(pcori_rndv_t *v, int status, bool tell)
 {
 	if (atomic_exchange(&v->done, true))
 		return;
 	deferred_t d = {0};
-	if (status == PCOR_OK)
+	if (tell) {
+		atomic_store(&v->fin_sent, true);
+		atomic_store_explicit(&v->watch_shift, 0, memory_order_relaxed);
+		watch_arm(v);
 		send_ctl(v->peer, PCORI_W_FIN, v->key.src_thid, 0, v->cookie, 0,
 			 NULL);
+	} else {
+		unwatch(v);
+	}
 	recv_finish(v->req, &v->key, v->size, v->own_dma, status, &d);
 	run_deferred(&d);
 }
@@ -1415,7 +1543,7 @@ static bool rndv_unlist(pcori_rndv_t *v)
 
 static void rndv_finish(pcori_rndv_t *v, int status)
 {
-	rndv_complete(v, status);
+	rndv_complete(v, status, status != PCOR_ERR_PEER_LOST);
 	if (rndv_unlist(v))
 		rndv_unref(v);
 }
@@ -1447,7 +1575,9 @@ static pcori_rndv_t *rndv_new(pcori_req_t *r, pcori_peer_t *peer,
 		      rt->port->can_read && !pcori_net.force_stream;
 	pcori_reasm_init(&v->reasm, nfrags);
 	pcori_list_init(&v->qlink);
-	atomic_init(&v->refs, 1);
+	atomic_init(&v->refs, 2); /* the peer's table and the watch */
+	atomic_init(&v->watched, true);
+	atomic_fetch_add(&pcori_net.nwatched, 1);
 	atomic_fetch_add(&v->port->busy, 1);
 	pcori_lock(&pcori_net.timer_lock);
 	pcori_list_push_back(&pcori_net.rndvs, &v->alive);
@@ -1478,6 +1608,7 @@ static void rndv_reads_over(pcori_rndv_t *v)
 	v->readable = false;
 	v->status = PCOR_OK;
 	pcori_unlock(&peer->rx_lock);
+	watch_arm(v);
 	pcori_wire_hdr_t ref = {.total_size = v->size,
 				.frag_count = v->reasm.nfrags};
 	send_ctl(peer, PCORI_W_CTS, v->key.src_thid, 0, v->cookie, 0, &ref);
@@ -1539,7 +1670,7 @@ static void rndv_go(pcori_rndv_t *v)
 	} else {
 		v->take = v->size;
 		if (v->size && pcori_dma_alloc(v->size, &v->own_dma)) {
-			rndv_complete(v, PCOR_ERR_NOMEM);
+			rndv_complete(v, PCOR_ERR_NOMEM, true);
 			rndv_unref(v);
 			return;
 		}
@@ -1557,6 +1688,7 @@ static void rndv_go(pcori_rndv_t *v)
 		rndv_read_more(v);
 		return;
 	}
+	watch_arm(v);
 	pcori_wire_hdr_t ref = {.total_size = v->size,
 				.frag_count = v->reasm.nfrags};
 	send_ctl(peer, PCORI_W_CTS, v->key.src_thid, 0, v->cookie, 0, &ref);
@@ -1609,6 +1741,12 @@ static void rx_stream(pcori_port_t *port, pcori_peer_t *peer,
 		pcori_unlock(&peer->rx_lock);
 		return;
 	}
+	/* Data flows: the window request got through. */
+	atomic_store_explicit(&v->watch_shift, 0, memory_order_relaxed);
+	atomic_store_explicit(&v->watch_ns,
+			      pcori_now_ns() +
+				      (uint64_t)pcori_rt.cfg.rto_ms * 1000000u,
+			      memory_order_relaxed);
 	size_t off = (size_t)h->frag_idx * pcori_net.frag_size;
 	if (off < v->take)
 		memcpy((char *)v->dst + off, payload,
@@ -1627,7 +1765,7 @@ static void rx_stream(pcori_port_t *port, pcori_peer_t *peer,
 	if (next) /* the next window's request doubles as this one's ack */
 		send_ctl(peer, PCORI_W_CTS, h->src_thid, 0, h->cookie, w, &ref);
 	if (done) {
-		rndv_complete(v, PCOR_OK);
+		rndv_complete(v, PCOR_OK, true);
 		rndv_unref(v);
 	}
 }
@@ -1710,7 +1848,15 @@ static void replay(pcori_port_t *port, pcori_peer_t *peer, int32_t thid)
 void pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 {
 	pcori_wire_hdr_t h;
-	atomic_fetch_add_explicit(&port->st.rx, 1, memory_order_relaxed);
+	uint64_t nrx = atomic_fetch_add_explicit(&port->st.rx, 1,
+						 memory_order_relaxed);
+	int drop = pcori_rt.cfg.drop_every;
+	if (PCORI_UNLIKELY(drop) &&
+	    nrx % (uint64_t)drop == (uint64_t)drop - 1) {
+		atomic_fetch_add_explicit(&port->st.test_drop, 1,
+					  memory_order_relaxed);
+		return;
+	}
 	pcori_wire_limits_t lim = pcori_net.lim;
 	lim.nprocs = pcori_rt.nprocs; /* grows as processes join */
 	pcori_wire_err_t e = pcori_wire_decode(msg, len, &lim, &h);
@@ -1721,6 +1867,21 @@ void pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 				"port %d: dropped a message with a bad header "
 				"(%s); further ones are only counted",
 				port->index, pcori_wire_err_str(e));
+		/* The first few in full, to tell a corrupting fabric apart. */
+		static _Atomic int shown;
+		if (pcori_log_enabled(PCORI_LOG_INFO, PCORI_SUB_DISPATCH) &&
+		    atomic_fetch_add_explicit(&shown, 1,
+					      memory_order_relaxed) < 8) {
+			char hex[2 * PCORI_WIRE_HDR_SIZE + 1] = "";
+			size_t n = PCORI_MIN(len, (size_t)PCORI_WIRE_HDR_SIZE);
+			for (size_t i = 0; i < n; i++)
+				snprintf(hex + 2 * i, 3, "%02x",
+					 ((const uint8_t *)msg)[i]);
+			PCORI_INFO(PCORI_SUB_DISPATCH,
+				   "port %d: bad header (%s), %zu bytes: %s",
+				   port->index, pcori_wire_err_str(e), len,
+				   hex);
+		}
 		return;
 	}
 	if (PCORI_UNLIKELY(h.dst_pid != pcori_rt.pid)) {
@@ -1754,7 +1915,10 @@ void pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 		on_nack(port, peer, h.dst_thid, h.seq);
 		break;
 	case PCORI_W_FIN:
-		on_fin(peer, h.dst_thid, h.cookie);
+		on_fin_frame(peer, h.dst_thid, h.cookie);
+		break;
+	case PCORI_W_FINACK:
+		on_finack(peer, h.cookie);
 		break;
 	case PCORI_W_CTS:
 		on_cts(peer, h.dst_thid, h.cookie, h.frag_idx);
@@ -1795,6 +1959,91 @@ static int readq_run(void)
 	return n;
 }
 
+/*
+ * Rendezvous we receive whose watch time passed: ask again for the
+ * window (the CTS or its data was lost) or send FIN again (it or its
+ * FINACK was lost).  Returns control messages sent.
+ */
+static int watch_run(void)
+{
+	if (!atomic_load_explicit(&pcori_net.nwatched, memory_order_relaxed))
+		return 0;
+	uint64_t now = pcori_now_ns();
+	uint64_t next = atomic_load(&pcori_net.watch_next_ns);
+	/* Claimed: arms from now on set it anew, the scan sees the rest. */
+	if (!next || next > now ||
+	    !atomic_compare_exchange_strong(&pcori_net.watch_next_ns, &next, 0))
+		return 0;
+	pcori_rndv_t *due[16];
+	int ndue = 0;
+	uint64_t soonest = 0;
+	pcori_lock(&pcori_net.timer_lock);
+	pcori_list_t *pos;
+	pcori_list_foreach(pos, &pcori_net.rndvs)
+	{
+		pcori_rndv_t *v = PCORI_CONTAINER_OF(pos, pcori_rndv_t, alive);
+		uint64_t at = atomic_load_explicit(&v->watch_ns,
+						   memory_order_relaxed);
+		if (!at || !atomic_load(&v->watched))
+			continue;
+		if (at <= now && ndue < (int)PCORI_ARRAY_LEN(due)) {
+			atomic_fetch_add(&v->refs, 1);
+			due[ndue++] = v;
+			atomic_fetch_add_explicit(&v->watch_shift, 1,
+						  memory_order_relaxed);
+			continue; /* re-armed below */
+		}
+		if (!soonest || at < soonest)
+			soonest = PCORI_MAX(at, now + 1);
+	}
+	pcori_unlock(&pcori_net.timer_lock);
+	if (soonest)
+		watch_next_lower(soonest);
+	int n = 0;
+	for (int i = 0; i < ndue; i++) {
+		pcori_rndv_t *v = due[i];
+		pcori_peer_t *peer = v->peer;
+		if (atomic_load(&peer->state) == PCORI_PEER_LOST) {
+			unwatch(v);
+		} else if (atomic_load(&v->fin_sent)) {
+			PCORI_INFO(PCORI_SUB_DISPATCH,
+				   "peer %d: rendezvous %llx: no FINACK, "
+				   "sending FIN again", peer->pid,
+				   (unsigned long long)v->cookie);
+			watch_arm(v);
+			send_ctl(peer, PCORI_W_FIN, v->key.src_thid, 0,
+				 v->cookie, 0, NULL);
+			n++;
+		} else if (!atomic_load(&v->done)) {
+			pcori_lock(&peer->rx_lock);
+			bool streaming = !v->readable;
+			uint32_t w = v->reasm.base / PCORI_FRAG_WINDOW;
+			pcori_unlock(&peer->rx_lock);
+			if (streaming) {
+				PCORI_INFO(PCORI_SUB_DISPATCH,
+					   "peer %d: rendezvous %llx: window %u "
+					   "stalled, asking again", peer->pid,
+					   (unsigned long long)v->cookie, w);
+				watch_arm(v);
+				pcori_wire_hdr_t ref = {
+					.total_size = v->size,
+					.frag_count = v->reasm.nfrags};
+				send_ctl(peer, PCORI_W_CTS, v->key.src_thid, 0,
+					 v->cookie, w, &ref);
+				n++;
+			} else { /* reads: the fabric reports their fate */
+				atomic_store_explicit(&v->watch_ns, 0,
+						      memory_order_relaxed);
+			}
+		} else { /* done, FIN on its way or not owed */
+			atomic_store_explicit(&v->watch_ns, 0,
+					      memory_order_relaxed);
+		}
+		rndv_unref(v);
+	}
+	return n;
+}
+
 /* Resend what waits for its time.  Returns messages posted. */
 int pcori_timers_run(void)
 {
@@ -1802,7 +2051,7 @@ int pcori_timers_run(void)
 						memory_order_relaxed)) &&
 	    pcori_now_ns() >= atomic_load(&pcori_net.routes_retry_ns))
 		pcori_routes_rebuild();
-	int n = readq_run() + ctlq_run() + pcori_peers_reap();
+	int n = readq_run() + ctlq_run() + pcori_peers_reap() + watch_run();
 	if (!atomic_load_explicit(&pcori_net.ntimers, memory_order_relaxed))
 		return n;
 	uint64_t now = pcori_now_ns();
@@ -1874,10 +2123,15 @@ int64_t pcori_timers_next(void)
 		return 0;
 	if (atomic_load(&pcori_net.nleaving))
 		return 10000000; /* look again in 10 ms */
-	if (!atomic_load(&pcori_net.ntimers))
-		return -1;
 	int64_t best = INT64_MAX;
 	uint64_t now = pcori_now_ns();
+	uint64_t watch = atomic_load(&pcori_net.nwatched)
+				 ? atomic_load(&pcori_net.watch_next_ns)
+				 : 0;
+	if (watch)
+		best = watch > now ? (int64_t)(watch - now) : 0;
+	if (!atomic_load(&pcori_net.ntimers))
+		return best == INT64_MAX ? -1 : best;
 	pcori_lock(&pcori_net.timer_lock);
 	pcori_list_t *pos;
 	pcori_list_foreach(pos, &pcori_net.timers)
@@ -1994,7 +2248,7 @@ void pcori_rx_fail(pcori_peer_t *peer, int status)
 	while (rl) {
 		v = rl;
 		rl = v->hh.next;
-		rndv_complete(v, status);
+		rndv_complete(v, status, false);
 		rndv_unref(v); /* the table's reference */
 	}
 }

@@ -7,6 +7,14 @@
  *   u32 op, u32 id, i32 status, i32 thid, u32 arglen, char name[64], arg.
  * SPAWN asks, SPAWNED answers (status and thid).  Requests wait in a
  * small table keyed by id; a lost peer fails its waiting requests.
+ *
+ * Control messages ride outside the streams, so a fabric that loses one
+ * would leave the asker waiting: SPAWN is sent again every
+ * retransmission timeout (doubling) until answered.  The answering side
+ * keeps each answer, and repeats it for a repeated request instead of
+ * starting a second thread.  A SPAWN's status field carries the asker's
+ * lowest unanswered id: answers to it below that are known received
+ * and dropped.
  */
 #include "dispatch.h"
 
@@ -29,12 +37,24 @@ typedef struct pending {
 	int thid;
 } pending_t;
 
+/* An answer we gave, kept until the asker has it. */
+typedef struct answer {
+	pcori_list_t link;
+	int pid;
+	uint32_t id;
+	bool ready; /* false: the thread is being started */
+	int32_t status, thid;
+} answer_t;
+
 static struct {
-	pcori_lock_t lock; /* guards fns, pending, next_id */
+	pcori_lock_t lock; /* guards fns, pending, next_id, answers */
 	fn_entry_t *fns;
 	pcori_list_t pending;
 	uint32_t next_id;
-} sp = {.lock = PCORI_LOCK_INITIALIZER, .pending = {&sp.pending, &sp.pending}};
+	pcori_list_t answers;
+} sp = {.lock = PCORI_LOCK_INITIALIZER,
+	.pending = {&sp.pending, &sp.pending},
+	.answers = {&sp.answers, &sp.answers}};
 
 /* The argument a spawned thread owns until its function returns. */
 typedef struct start_arg {
@@ -127,6 +147,105 @@ static int ctrl_post(pcori_peer_t *peer, const uint8_t *body, size_t len)
 	return pcori_ctrl_send(peer, CTRL_SPAWN, body, len);
 }
 
+static void answer_send(pcori_peer_t *peer, uint32_t id, int32_t status,
+			int32_t thid)
+{
+	uint8_t reply[CTRL_BODY];
+	memset(reply, 0, sizeof(reply));
+	put32(reply, CTRL_SPAWNED);
+	put32(reply + 4, id);
+	put32(reply + 8, (uint32_t)status);
+	put32(reply + 12, (uint32_t)thid);
+	pcori_ctrl_send(peer, CTRL_SPAWNED, reply, sizeof(reply));
+}
+
+/*
+ * Forget pid's answers below low (received); find (pid, id).  Lock held.
+ */
+static answer_t *answers_sweep(int pid, uint32_t low, uint32_t id)
+{
+	answer_t *hit = NULL;
+	pcori_list_t *pos, *tmp;
+	pcori_list_foreach_safe(pos, tmp, &sp.answers)
+	{
+		answer_t *a = PCORI_CONTAINER_OF(pos, answer_t, link);
+		if (a->pid != pid)
+			continue;
+		if (a->ready && low && (int32_t)(a->id - low) < 0) {
+			pcori_list_remove(pos);
+			free(a);
+		} else if (a->id == id) {
+			hit = a;
+		}
+	}
+	return hit;
+}
+
+/* Answer SPAWN request id from peer once; repeat the answer after. */
+static void spawn_request(pcori_peer_t *peer, uint32_t id, uint32_t low,
+			  const char *name, const uint8_t *arg, size_t len)
+{
+	pcori_lock(&sp.lock);
+	answer_t *a = answers_sweep(peer->pid, low, id);
+	if (a) {
+		bool ready = a->ready;
+		int32_t status = a->status, thid = a->thid;
+		pcori_unlock(&sp.lock);
+		if (ready) /* our answer was lost: again */
+			answer_send(peer, id, status, thid);
+		return;    /* else being started: its answer will go */
+	}
+	a = calloc(1, sizeof(*a));
+	if (a) {
+		a->pid = peer->pid;
+		a->id = id;
+		pcori_list_push_back(&sp.answers, &a->link);
+	}
+	pcori_unlock(&sp.lock);
+	int thid = -1;
+	int rc = a ? spawn_local(name, arg, len, &thid) : PCOR_ERR_NOMEM;
+	if (a) {
+		pcori_lock(&sp.lock);
+		a->status = rc;
+		a->thid = thid;
+		a->ready = true;
+		pcori_unlock(&sp.lock);
+	}
+	answer_send(peer, id, rc, thid);
+}
+
+/* Take p off the waiting list if it is still on it. */
+static bool pending_take(pending_t *p)
+{
+	bool found = false;
+	pcori_lock(&sp.lock);
+	pcori_list_t *pos;
+	pcori_list_foreach(pos, &sp.pending)
+	{
+		if (pos == &p->link) {
+			pcori_list_remove(pos);
+			found = true;
+			break;
+		}
+	}
+	pcori_unlock(&sp.lock);
+	return found;
+}
+
+/* The lowest id still waiting for an answer (0: none).  Lock held. */
+static uint32_t pending_low(void)
+{
+	uint32_t low = 0;
+	pcori_list_t *pos;
+	pcori_list_foreach(pos, &sp.pending)
+	{
+		pending_t *p = PCORI_CONTAINER_OF(pos, pending_t, link);
+		if (!low || (int32_t)(p->id - low) < 0)
+			low = p->id;
+	}
+	return low;
+}
+
 void pcori_ctrl_recv(pcori_peer_t *peer, const pcori_wire_hdr_t *h,
 		     const uint8_t *b)
 {
@@ -145,15 +264,8 @@ void pcori_ctrl_recv(pcori_peer_t *peer, const pcori_wire_hdr_t *h,
 		name[NAME_MAX_ - 1] = '\0';
 		if (arglen > h->frag_len - CTRL_BODY)
 			return; /* malformed: counted by nobody, dropped */
-		int thid = -1;
-		int rc = spawn_local(name, b + CTRL_BODY, arglen, &thid);
-		uint8_t reply[CTRL_BODY];
-		memset(reply, 0, sizeof(reply));
-		put32(reply, CTRL_SPAWNED);
-		put32(reply + 4, id);
-		put32(reply + 8, (uint32_t)rc);
-		put32(reply + 12, (uint32_t)thid);
-		pcori_ctrl_send(peer, CTRL_SPAWNED, reply, sizeof(reply));
+		spawn_request(peer, id, get32(b + 8), name, b + CTRL_BODY,
+			      arglen);
 		return;
 	}
 	if (op != CTRL_SPAWNED)
@@ -189,6 +301,14 @@ void pcori_spawn_peer_lost(int pid)
 		if (p->pid == pid) {
 			pcori_list_remove(pos);
 			pcori_list_push_back(&gone, pos);
+		}
+	}
+	pcori_list_foreach_safe(pos, tmp, &sp.answers)
+	{
+		answer_t *a = PCORI_CONTAINER_OF(pos, answer_t, link);
+		if (a->pid == pid && a->ready) {
+			pcori_list_remove(pos);
+			free(a);
 		}
 	}
 	pcori_unlock(&sp.lock);
@@ -245,17 +365,34 @@ PCOR_API int pcor_thread_spawn(int pid, const char *name, const void *arg,
 	snprintf((char *)body + 20, NAME_MAX_, "%s", name);
 	if (len)
 		memcpy(body + CTRL_BODY, arg, len);
-	rc = ctrl_post(peer, body, CTRL_BODY + len);
-	free(body);
-	if (rc) {
+	/* The answer (or the peer's loss) completes req; ask until then. */
+	pcor_handle_t h = pcori_req_handle(req);
+	for (uint32_t shift = 0;; shift++) {
+		if (shift)
+			PCORI_INFO(PCORI_SUB_DISPATCH,
+				   "peer %d: no answer to spawn request %u, "
+				   "asking again", pid, pend.id);
 		pcori_lock(&sp.lock);
-		pcori_list_remove(&pend.link);
+		put32(body + 8, pending_low());
 		pcori_unlock(&sp.lock);
-		pcori_req_free(req);
-		return rc;
+		rc = ctrl_post(peer, body, CTRL_BODY + len);
+		if (rc) {
+			if (pending_take(&pend)) {
+				pcori_req_free(req);
+				free(body);
+				return rc;
+			}
+			/* Answered (or failed) meanwhile: take that. */
+			rc = pcor_handle_test(h, PCOR_BLOCK);
+			break;
+		}
+		int64_t wait = (int64_t)pcori_rt.cfg.rto_ms * 1000000
+			       << PCORI_MIN(shift, 4u);
+		rc = pcor_handle_wait(h, wait);
+		if (rc != PCOR_ERR_TIMEDOUT)
+			break;
 	}
-	/* The answer (or the peer's loss) completes req. */
-	rc = pcor_handle_test(pcori_req_handle(req), PCOR_BLOCK);
+	free(body);
 	if (rc == PCOR_OK)
 		*thid_p = pend.thid;
 	return rc;

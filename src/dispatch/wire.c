@@ -123,7 +123,7 @@ pcori_wire_err_t pcori_wire_decode(const void *buf, size_t len,
 		    pcori_frag_count(h->total_size, lim->frag_size))
 			return PCORI_WE_FRAG;
 		/* fall through */
-	default: /* ACK, NACK, FIN carry no payload */
+	default: /* ACK, NACK, FIN, FINACK carry no payload */
 		if (h->frag_len != 0 || payload != 0)
 			return PCORI_WE_LEN;
 		break;

@@ -18,7 +18,7 @@
 
 #include "../core/core.h"
 
-#define PCORI_WIRE_VERSION 1
+#define PCORI_WIRE_VERSION 2
 #define PCORI_WIRE_HDR_SIZE 64
 #define PCORI_WIRE_MAX_HOPS 16
 
@@ -30,6 +30,7 @@ typedef enum pcori_wire_type {
 	PCORI_W_NACK,     /* refused for lack of resources: resend later */
 	PCORI_W_FIN,      /* rendezvous: receiver has all the data */
 	PCORI_W_CTRL,     /* control: remote thread spawn and its answer */
+	PCORI_W_FINACK,   /* rendezvous: the sender has the FIN (cookie) */
 	PCORI_W_TYPE_MAX_
 } pcori_wire_type_t;
 

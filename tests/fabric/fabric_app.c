@@ -214,7 +214,9 @@ static int run_sizes(size_t max)
 		sizes[ns++] = s + 1;
 	}
 	sizes[ns++] = max;
-	uint8_t *a = malloc(max + 1), *b = malloc(max + 1);
+	/* Room for the truncation cases below too. */
+	size_t room = PCORI_MAX(max + 1, 3 * MiB);
+	uint8_t *a = malloc(room), *b = malloc(room);
 	CHECK(a && b);
 	uint64_t seed = 1;
 	if (me > 1)

@@ -33,6 +33,13 @@ if [ "$oks" -ne "$want" ] || { [ "$case_" != kill ] && [ $st -ne 0 ]; }; then
 fi
 # What the ports counted, for the log.
 grep -h "info dispatch: port" "$tmp/err" | grep -v "domain" | head -n 8
+if [ "${PCOR_DROP_EVERY:-0}" != 0 ]; then
+	# The fabric was made to lose frames, and pcor sent again.
+	grep -q "test drops [1-9]" "$tmp/err" ||
+		{ echo "FAIL: no frame was dropped"; exit 1; }
+	grep -qE "no ack for seq|asking again|FIN again" "$tmp/err" ||
+		{ echo "FAIL: nothing was sent again"; exit 1; }
+fi
 case $case_ in
 flood)	# the receiver must have refused, and the sender resent
 	grep -q "\[0\].*nacks sent [1-9]" "$tmp/err" ||
