@@ -407,6 +407,11 @@ static inline pcori_peer_t *pcori_peer_slot(pcori_peer_t **arr, int i)
 }
 /* The peer object of pid, made on first use; NULL if pid is invalid. */
 pcori_peer_t *pcori_peer_get(int pid);
+/*
+ * The next peer in state READY at index *i or after (NULL: no more);
+ * walks them all with  for (int i = 0; (p = pcori_peer_next_ready(&i));).
+ */
+pcori_peer_t *pcori_peer_next_ready(int *i);
 /* Make sure peer has a route; PCOR_OK, ERR_PEER_LOST, ERR_UNREACHABLE. */
 int pcori_peer_ready(pcori_peer_t *peer);
 /* Membership hook: fail everything that involves a lost peer. */

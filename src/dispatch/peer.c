@@ -351,27 +351,19 @@ int pcori_routes_rebuild(void)
 	 */
 	if (rc)
 		return rc;
-	/* Move every peer in use onto its new route (or fail it). */
-	int np = atomic_load(&pcori_net.npeers);
-	pcori_peer_t **arr = atomic_load(&pcori_net.peers);
-	for (int i = 0; i < np; i++) {
-		pcori_peer_t *p = pcori_peer_slot(arr, i);
-		if (!p || atomic_load(&p->state) != PCORI_PEER_READY)
-			continue;
-		/* Direct peers first, so indirect ones find their hop ready. */
-		pcori_route_t *r = pcori_peer_route(p);
-		if (r && r->hops != 1)
-			continue;
-		reroute(p);
-	}
-	for (int i = 0; i < np; i++) {
-		pcori_peer_t *p = pcori_peer_slot(arr, i);
-		if (!p || atomic_load(&p->state) != PCORI_PEER_READY)
-			continue;
-		pcori_route_t *r = pcori_peer_route(p);
-		if (r && r->hops == 1)
-			continue;
-		reroute(p);
+	/*
+	 * Move every peer in use onto its new route (or fail it): direct
+	 * peers (and those without a route) first, so indirect ones find
+	 * their hop ready.
+	 */
+	for (int pass = 0; pass < 2; pass++) {
+		pcori_peer_t *p;
+		for (int i = 0; (p = pcori_peer_next_ready(&i));) {
+			pcori_route_t *r = pcori_peer_route(p);
+			if (r && (r->hops == 1) == (pass == 1))
+				continue;
+			reroute(p);
+		}
 	}
 	return PCOR_OK;
 }
@@ -486,16 +478,24 @@ int pcori_peers_reap(void)
 	return n;
 }
 
-void pcori_peers_bye(void)
+pcori_peer_t *pcori_peer_next_ready(int *i)
 {
 	int np = atomic_load(&pcori_net.npeers);
 	pcori_peer_t **arr = atomic_load(&pcori_net.peers);
-	for (int i = 0; i < np; i++) {
-		pcori_peer_t *p = pcori_peer_slot(arr, i);
-		if (p && atomic_load(&p->state) == PCORI_PEER_READY &&
-		    pcori_peer_route(p))
-			pcori_ctrl_send(p, PCORI_CTRL_BYE, NULL, 0);
+	while (*i < np) {
+		pcori_peer_t *p = pcori_peer_slot(arr, (*i)++);
+		if (p && atomic_load(&p->state) == PCORI_PEER_READY)
+			return p;
 	}
+	return NULL;
+}
+
+void pcori_peers_bye(void)
+{
+	pcori_peer_t *p;
+	for (int i = 0; (p = pcori_peer_next_ready(&i));)
+		if (pcori_peer_route(p))
+			pcori_ctrl_send(p, PCORI_CTRL_BYE, NULL, 0);
 }
 
 /* Free one peer and what it still holds (finalize: ports are closed). */

@@ -285,16 +285,16 @@ static void handle_error(ofi_port_t *p)
 static ssize_t cq_read(ofi_port_t *p, struct fi_cq_data_entry *ev,
 		       int timeout_ms)
 {
-	if (!p->av_serial)
-		return timeout_ms ? fi_cq_sread(p->cq, ev, OFI_CQ_BATCH, NULL,
-						timeout_ms)
-				  : fi_cq_read(p->cq, ev, OFI_CQ_BATCH);
-	pcori_lock(&p->av_lock);
-	ssize_t n = timeout_ms && !atomic_load(&p->av_waiters)
-			    ? fi_cq_sread(p->cq, ev, OFI_CQ_BATCH, NULL,
-					  timeout_ms)
-			    : fi_cq_read(p->cq, ev, OFI_CQ_BATCH);
-	pcori_unlock(&p->av_lock);
+	if (p->av_serial) {
+		pcori_lock(&p->av_lock);
+		if (atomic_load(&p->av_waiters))
+			timeout_ms = 0; /* an insert waits for the lock */
+	}
+	ssize_t n = timeout_ms ? fi_cq_sread(p->cq, ev, OFI_CQ_BATCH, NULL,
+					     timeout_ms)
+			       : fi_cq_read(p->cq, ev, OFI_CQ_BATCH);
+	if (p->av_serial)
+		pcori_unlock(&p->av_lock);
 	return n;
 }
 

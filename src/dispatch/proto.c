@@ -151,24 +151,32 @@ static int ctlq_run(void)
 	while (!pcori_list_empty(&ctlq.list)) {
 		ctlmsg_t *c = PCORI_CONTAINER_OF(ctlq.list.next, ctlmsg_t,
 						 link);
+		/*
+		 * Off the list before it is posted: a sendv'd message is freed
+		 * at its completion, which another thread may see at once.
+		 */
+		pcori_list_remove(&c->link);
 		pcori_route_t *rt = pcori_peer_route(c->peer);
-		pcori_port_t *p = rt ? rt->port : NULL;
+		size_t len = c->len;
+		bool inject = rt && len <= rt->port->inject_max;
 		int rc;
 		if (atomic_load(&c->peer->state) == PCORI_PEER_LOST || !rt) {
 			rc = PCOR_ERR_PEER_LOST;
-		} else if (c->len <= p->inject_max) {
-			rc = p->ops->inject(p, rt->dest, c->buf, c->len);
+		} else if (inject) {
+			rc = rt->port->ops->inject(rt->port, rt->dest, c->buf,
+						   len);
 		} else {
-			struct iovec iov = {c->buf, c->len};
-			rc = p->ops->sendv(p, rt->dest, &iov, 1, &c->ctx);
+			struct iovec iov = {c->buf, len};
+			rc = rt->port->ops->sendv(rt->port, rt->dest, &iov, 1,
+						  &c->ctx);
 		}
-		if (rc == PCOR_ERR_AGAIN)
+		if (rc == PCOR_ERR_AGAIN) { /* back in front, in order */
+			pcori_list_push_back(ctlq.list.next, &c->link);
 			break;
-		pcori_list_remove(&c->link);
+		}
 		atomic_fetch_sub(&ctlq.n, 1);
-		atomic_fetch_sub(&ctlq.bytes, c->len);
-		/* A sendv'd message is freed at its completion. */
-		if (rc != PCOR_OK || c->len <= p->inject_max)
+		atomic_fetch_sub(&ctlq.bytes, len);
+		if (rc != PCOR_OK || inject)
 			free(c);
 		done++;
 	}
@@ -1083,12 +1091,8 @@ static int acks_flush_peer(pcori_peer_t *peer, uint64_t now, bool force)
 
 void pcori_acks_repeat(void)
 {
-	int np = atomic_load(&pcori_net.npeers);
-	pcori_peer_t **arr = atomic_load(&pcori_net.peers);
-	for (int i = 0; i < np; i++) {
-		pcori_peer_t *peer = pcori_peer_slot(arr, i);
-		if (!peer || atomic_load(&peer->state) != PCORI_PEER_READY)
-			continue;
+	pcori_peer_t *peer;
+	for (int i = 0; (peer = pcori_peer_next_ready(&i));) {
 		pcori_lock(&peer->rx_lock);
 		for (int t = 0; t < pcori_rt.max_threads; t++) {
 			pcori_rxstream_t *rs = peer->rx[t];
@@ -1459,6 +1463,19 @@ void pcori_rndv_reap(void)
 	}
 }
 
+/* Ask v's sender for window w of its fragments. */
+static void ask_window(pcori_rndv_t *v, uint32_t w)
+{
+	pcori_wire_hdr_t ref = {.total_size = v->size,
+				.frag_count = v->reasm.nfrags};
+	send_ctl(v->peer, PCORI_W_CTS, v->key.src_thid, 0, v->cookie, w, &ref);
+}
+
+static void send_fin(pcori_rndv_t *v)
+{
+	send_ctl(v->peer, PCORI_W_FIN, v->key.src_thid, 0, v->cookie, 0, NULL);
+}
+
 /* Make the next watch scan no later than at. */
 static void watch_next_lower(uint64_t at)
 {
@@ -1519,8 +1536,7 @@ static void rndv_complete(pcori_rndv_t *v, int status, bool tell)
 		atomic_store(&v->fin_sent, true);
 		atomic_store_explicit(&v->watch_shift, 0, memory_order_relaxed);
 		watch_arm(v);
-		send_ctl(v->peer, PCORI_W_FIN, v->key.src_thid, 0, v->cookie, 0,
-			 NULL);
+		send_fin(v);
 	} else {
 		unwatch(v);
 	}
@@ -1609,9 +1625,7 @@ static void rndv_reads_over(pcori_rndv_t *v)
 	v->status = PCOR_OK;
 	pcori_unlock(&peer->rx_lock);
 	watch_arm(v);
-	pcori_wire_hdr_t ref = {.total_size = v->size,
-				.frag_count = v->reasm.nfrags};
-	send_ctl(peer, PCORI_W_CTS, v->key.src_thid, 0, v->cookie, 0, &ref);
+	ask_window(v, 0);
 }
 
 /* Issue reads from next_off on.  Runs in any thread, no lock held. */
@@ -1689,9 +1703,7 @@ static void rndv_go(pcori_rndv_t *v)
 		return;
 	}
 	watch_arm(v);
-	pcori_wire_hdr_t ref = {.total_size = v->size,
-				.frag_count = v->reasm.nfrags};
-	send_ctl(peer, PCORI_W_CTS, v->key.src_thid, 0, v->cookie, 0, &ref);
+	ask_window(v, 0);
 }
 
 void pcori_rndv_start(pcori_req_t *r, pcori_mcb_t *m)
@@ -1987,7 +1999,13 @@ static int watch_run(void)
 		if (!at || !atomic_load(&v->watched))
 			continue;
 		if (at <= now && ndue < (int)PCORI_ARRAY_LEN(due)) {
-			atomic_fetch_add(&v->refs, 1);
+			/* Not one whose last reference went meanwhile. */
+			uint32_t refs = atomic_load(&v->refs);
+			while (refs && !atomic_compare_exchange_weak(
+					       &v->refs, &refs, refs + 1))
+				;
+			if (!refs)
+				continue;
 			due[ndue++] = v;
 			atomic_fetch_add_explicit(&v->watch_shift, 1,
 						  memory_order_relaxed);
@@ -2011,8 +2029,7 @@ static int watch_run(void)
 				   "sending FIN again", peer->pid,
 				   (unsigned long long)v->cookie);
 			watch_arm(v);
-			send_ctl(peer, PCORI_W_FIN, v->key.src_thid, 0,
-				 v->cookie, 0, NULL);
+			send_fin(v);
 			n++;
 		} else if (!atomic_load(&v->done)) {
 			pcori_lock(&peer->rx_lock);
@@ -2025,11 +2042,7 @@ static int watch_run(void)
 					   "stalled, asking again", peer->pid,
 					   (unsigned long long)v->cookie, w);
 				watch_arm(v);
-				pcori_wire_hdr_t ref = {
-					.total_size = v->size,
-					.frag_count = v->reasm.nfrags};
-				send_ctl(peer, PCORI_W_CTS, v->key.src_thid, 0,
-					 v->cookie, w, &ref);
+				ask_window(v, w);
 				n++;
 			} else { /* reads: the fabric reports their fate */
 				atomic_store_explicit(&v->watch_ns, 0,

@@ -504,8 +504,12 @@ static int run_kill(void)
 
 /* ------------------------------------------------------------- spawn */
 
+/* Threads that ran "echo-reversed" here: one per request, never more. */
+static _Atomic int spawns_run;
+
 static void spawned(void *arg, size_t len)
 {
+	atomic_fetch_add(&spawns_run, 1);
 	/* Answer the spawner with our id and its argument, reversed. */
 	char out[64];
 	CHECK(len < sizeof(out));
@@ -516,7 +520,26 @@ static void spawned(void *arg, size_t len)
 	send_wait(0, 0, TAG_DATA, out, len + sizeof(id));
 }
 
-static int run_spawn(void)
+/* Start echo-reversed in process p, check its answer and a bad name. */
+static void spawn_one(int p)
+{
+	int thid = -1;
+	CHECK_OK(pcor_thread_spawn(p, "echo-reversed", "abc", 3, &thid));
+	CHECK(thid > 0);
+	char in[64];
+	pcor_msginfo_t info;
+	pcor_handle_t h;
+	CHECK_OK(pcor_recv_copy(p, thid, TAG_DATA, in, sizeof(in), &info, &h));
+	CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+	int id;
+	memcpy(&id, in + 3, sizeof(id));
+	CHECK(!memcmp(in, "cba", 3) && id == thid);
+	CHECK_RC(pcor_thread_spawn(p, "no-such-function", NULL, 0, &thid),
+		 PCOR_ERR_NOTFOUND);
+}
+
+/* rounds: requests per peer (a lossy fabric must lose some of them). */
+static int run_spawn(int rounds)
 {
 	CHECK_OK(pcor_function_register("echo-reversed", spawned));
 	CHECK_RC(pcor_function_register("echo-reversed", spawned),
@@ -529,23 +552,9 @@ static int run_spawn(void)
 	}
 	for (int p = 1; p < np; p++)
 		await(p, TAG_READY);
-	for (int p = 1; p < np; p++) {
-		int thid = -1;
-		CHECK_OK(pcor_thread_spawn(p, "echo-reversed", "abc", 3, &thid));
-		CHECK(thid > 0);
-		char in[64];
-		pcor_msginfo_t info;
-		pcor_handle_t h;
-		CHECK_OK(pcor_recv_copy(p, thid, TAG_DATA, in, sizeof(in),
-					&info, &h));
-		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
-		int id;
-		memcpy(&id, in + 3, sizeof(id));
-		CHECK(!memcmp(in, "cba", 3) && id == thid);
-		CHECK_RC(pcor_thread_spawn(p, "no-such-function", NULL, 0,
-					   &thid),
-			 PCOR_ERR_NOTFOUND);
-	}
+	for (int round = 0; round < rounds; round++)
+		for (int p = 1; p < np; p++)
+			spawn_one(p);
 	CHECK_RC(pcor_thread_spawn(np, "echo-reversed", NULL, 0, &(int){0}),
 		 PCOR_ERR_BADPID);
 	CHECK_RC(pcor_thread_spawn(1, NULL, NULL, 0, &(int){0}),
@@ -666,7 +675,7 @@ int main(int argc, char **argv)
 	else if (!strcmp(c, "kill"))
 		rc = run_kill();
 	else if (!strcmp(c, "spawn"))
-		rc = run_spawn();
+		rc = run_spawn(arg ? (int)arg : 1);
 	else if (!strcmp(c, "badhdr"))
 		rc = run_badhdr();
 	else
@@ -684,6 +693,9 @@ int main(int argc, char **argv)
 		}
 	}
 	CHECK_OK(pcor_finalize());
+	/* Finalize waited for the threads peers started: all have run. */
+	if (!strcmp(c, "spawn") && me != 0)
+		CHECK(atomic_load(&spawns_run) == (arg ? (int)arg : 1));
 	printf("%s: ok\n", c);
 	return rc;
 }

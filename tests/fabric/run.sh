@@ -39,6 +39,10 @@ if [ "${PCOR_DROP_EVERY:-0}" != 0 ]; then
 		{ echo "FAIL: no frame was dropped"; exit 1; }
 	grep -qE "no ack for seq|asking again|FIN again" "$tmp/err" ||
 		{ echo "FAIL: nothing was sent again"; exit 1; }
+	if [ "$case_" = spawn ]; then
+		grep -q "no answer to spawn request" "$tmp/err" ||
+			{ echo "FAIL: no spawn request was repeated"; exit 1; }
+	fi
 fi
 case $case_ in
 flood)	# the receiver must have refused, and the sender resent
