@@ -119,6 +119,8 @@ static inline void pcori_list_remove(pcori_list_t *n)
 int pcori_futex_wait(_Atomic uint32_t *word, uint32_t expect,
 		     int64_t timeout_ns);
 void pcori_futex_wake(_Atomic uint32_t *word, int n);
+/* Wake on a word in memory shared between processes (no PRIVATE flag). */
+void pcori_futex_wake_shared(_Atomic uint32_t *word, int n);
 
 /*
  * A mutex that spins briefly, then sleeps on a futex (Drepper's
@@ -298,6 +300,9 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	  "pcor-shm: bytes of each per-pair receive ring (a power of two)")    \
 	X(SPIN_NS, spin_ns, INT, "20000", 0, 10000000000LL,                    \
 	  "how long a blocking wait spins before it sleeps (ns)")              \
+	X(STATS, stats, INT, "0", 0, 1,                                        \
+	  "1: at finalize, print each port's counters on stderr, one line "    \
+	  "per port (pcor-stats,key=value,...)")                               \
 	X(UNEXP_BYTES, unexp_bytes, SIZE, "1g", 0, (1LL << 46),                \
 	  "bytes of unexpected message data held at once per process")
 
@@ -483,6 +488,13 @@ typedef struct pcori_req {
 	pcori_report_t report;  /* receives: where the tester reports */
 	/* line 3: what arrived (receives): completer writes, tester reads */
 	alignas(PCORI_CACHELINE) pcor_msginfo_t info;
+	/*
+	 * A waiter that sleeps in a port instead of on `state` (see
+	 * pcori_drive_ops_t.sleep) names the port's wake word here, a futex
+	 * in shared memory, before it sets PCORI_WAIT_SLEEPER; the completer
+	 * that finds the bit bumps and wakes it too.
+	 */
+	_Atomic(_Atomic uint32_t *) wake_alt;
 } pcori_req_t;
 
 /* Room for max_handles requests in progress, with max_threads threads
@@ -508,6 +520,9 @@ pcor_handle_t pcori_req_handle(const pcori_req_t *req);
 pcori_req_t *pcori_req_lookup(pcor_handle_t h, uint32_t *gen_p);
 /* Return a departing thread's cached free slots to the global stack. */
 void pcori_htable_flush_tls(void);
+
+/* Wake whoever sleeps for req (its SLEEPER bit was seen set). */
+void pcori_req_wake(pcori_req_t *req);
 
 /*
  * Finish a request: publish status, wake a waiter.  A receive that got a
@@ -622,10 +637,20 @@ size_t pcori_dma_in_use(void);
  * installs these; NULL while no port is open.
  */
 typedef struct pcori_drive_ops {
-	bool (*wanted)(void);      /* may waiters drive now (mode)? */
 	void (*begin)(void);
 	int (*poll)(void);         /* one round of progress */
-	void (*end)(bool sleeping); /* sleeping: the waiter is about to sleep */
+	void (*end)(void);
+	/*
+	 * Sleep as the one sleeper of the port that r's message comes
+	 * through, in place of the port's dispatcher: until something
+	 * arrives there, r completes or the clock passes deadline (ns); then
+	 * poll that port.  The sender wakes us directly, so a message costs
+	 * one wake-up.  false: no such port, or it has its sleeper already
+	 * (the caller sleeps on r's word and a dispatcher completes it).
+	 */
+	bool (*sleep)(pcori_req_t *r, uint32_t pending, uint64_t deadline);
+	/* A waiter sleeps on its word (+1) or is back (-1): see sleep. */
+	void (*word_sleep)(int delta);
 } pcori_drive_ops_t;
 
 extern const pcori_drive_ops_t *_Atomic pcori_drive;

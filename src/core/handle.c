@@ -281,11 +281,25 @@ size_t pcori_htable_live(void)
 	return n;
 }
 
+void pcori_req_wake(pcori_req_t *req)
+{
+	/* Read after the completion: at worst a reused slot's spurious wake. */
+	_Atomic uint32_t *alt = atomic_load(&req->wake_alt);
+	pcori_futex_wake(&req->state, INT_MAX);
+	if (alt) {
+		atomic_fetch_add(alt, 1);
+		pcori_futex_wake_shared(alt, INT_MAX);
+	}
+}
+
 void pcori_req_complete(pcori_req_t *req, int status)
 {
 	req->status = status;
 	/* From here on req may be released and reused by the tester. */
-	pcori_wake_word(&req->state, PCORI_REQ_DONE);
+	if (atomic_exchange_explicit(&req->state, PCORI_REQ_DONE,
+				     memory_order_acq_rel) &
+	    PCORI_WAIT_SLEEPER)
+		pcori_req_wake(req);
 }
 
 const pcori_drive_ops_t *_Atomic pcori_drive;
@@ -301,22 +315,21 @@ static inline bool req_pending(pcori_req_t *r, uint32_t gen)
  * Spin-wait for r while polling the fabric, for up to spin_ns.  Returns
  * the time spent, so the caller's own spin window is not spent twice.
  */
-static uint64_t drive_until(pcori_req_t *r, uint32_t gen,
-			    const pcori_drive_ops_t *d, int64_t spin_ns,
-			    uint64_t deadline)
+static void drive_until(pcori_req_t *r, uint32_t gen,
+			const pcori_drive_ops_t *d, int64_t spin_ns,
+			uint64_t deadline)
 {
-	uint64_t start = pcori_now_ns(), now = start;
+	uint64_t start = pcori_now_ns();
 	uint64_t end = spin_ns > 0 ? start + (uint64_t)spin_ns : start;
 	if (end > deadline)
 		end = deadline;
 	d->begin();
 	for (unsigned i = 1; req_pending(r, gen); i++) {
 		d->poll();
-		if ((i & 15) == 0 && (now = pcori_now_ns()) >= end)
+		if ((i & 15) == 0 && pcori_now_ns() >= end)
 			break;
 	}
-	d->end(req_pending(r, gen));
-	return now - start;
+	d->end();
 }
 
 /* Shared by pcor_handle_test and pcor_handle_wait. */
@@ -332,12 +345,9 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 	if (req_pending(r, gen)) {
 		const pcori_drive_ops_t *d = NULL;
 		if (__atomic_load_n(&r->flags, __ATOMIC_RELAXED) &
-		    PCORI_REQF_REMOTE) {
+		    PCORI_REQF_REMOTE)
 			d = atomic_load_explicit(&pcori_drive,
 						 memory_order_acquire);
-			if (d && !d->wanted())
-				d = NULL;
-		}
 		if (!block) {
 			if (d)
 				d->poll();
@@ -346,23 +356,33 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 			goto done;
 		}
 		int64_t spin = pcori_rt.cfg.spin_ns;
+		uint64_t deadline = timeout_ns < 0
+					    ? UINT64_MAX
+					    : pcori_now_ns() + (uint64_t)timeout_ns;
+		/* Poll the fabric while spinning, then sleep where it arrives. */
 		if (d) {
-			uint64_t deadline =
-				timeout_ns < 0 ? UINT64_MAX
-					       : pcori_now_ns() +
-							 (uint64_t)timeout_ns;
-			uint64_t spent = drive_until(r, gen, d, spin, deadline);
+			drive_until(r, gen, d, spin, deadline);
 			spin = 0;
-			if (timeout_ns >= 0)
-				timeout_ns = spent >= (uint64_t)timeout_ns
-						     ? 0
-						     : timeout_ns -
-							       (int64_t)spent;
 		}
-		rc = pcori_wait_word(&r->state, pending_of(gen), spin,
-				     timeout_ns);
-		if (rc)
-			return rc;
+		while (d && req_pending(r, gen) &&
+		       d->sleep(r, pending_of(gen), deadline))
+			;
+		if (req_pending(r, gen)) {
+			int64_t left = -1;
+			if (deadline != UINT64_MAX) {
+				uint64_t now = pcori_now_ns();
+				left = now >= deadline ? 0
+						       : (int64_t)(deadline - now);
+			}
+			if (d)
+				d->word_sleep(1);
+			rc = pcori_wait_word(&r->state, pending_of(gen), spin,
+					     left);
+			if (d)
+				d->word_sleep(-1);
+			if (rc)
+				return rc;
+		}
 		/*
 		 * The completer is done with the line we just read shared, and
 		 * our next request reuses this slot (LIFO): ask for it

@@ -78,6 +78,11 @@ void pcori_futex_wake(_Atomic uint32_t *word, int n)
 		0);
 }
 
+void pcori_futex_wake_shared(_Atomic uint32_t *word, int n)
+{
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, n, NULL, NULL, 0);
+}
+
 /* Spins this many times before sleeping on a contended lock. */
 #define PCORI_LOCK_SPINS 200
 

@@ -109,6 +109,12 @@ typedef struct pcori_port_ops {
 	/* Send a small message; buf is reusable on return, no completion. */
 	int (*inject)(pcori_port_t *p, uint64_t dest, const void *buf,
 		      size_t len);
+	/*
+	 * The same, gathered from niov pieces (NULL where the kind has no
+	 * cheaper way than inject of a copy).
+	 */
+	int (*injectv)(pcori_port_t *p, uint64_t dest,
+		       const struct iovec *iov, size_t niov);
 	/* Pull len bytes from the peer's (raddr, key) into dst. */
 	int (*read)(pcori_port_t *p, uint64_t src, void *dst, size_t len,
 		    uint64_t raddr, uint64_t key, pcori_ctx_t *ctx);
@@ -124,6 +130,22 @@ typedef struct pcori_port_ops {
 	int (*progress)(pcori_port_t *p, int timeout_ms);
 	/* Wake a thread waiting inside progress. */
 	void (*signal)(pcori_port_t *p);
+	/*
+	 * Sleep up to timeout_ms until something arrives or signal, without
+	 * the progress lock; return at once if something waits already, or
+	 * if word (may be NULL) no longer holds value.  Progress is for the
+	 * caller to make afterwards.  NULL where the kind can only wait
+	 * inside progress.
+	 */
+	void (*wait)(pcori_port_t *p, int timeout_ms, _Atomic uint32_t *word,
+		     uint32_t value);
+	/*
+	 * Messages sent through the fast path that their receivers have not
+	 * taken out of the channel yet (NULL: the kind has no fast path).
+	 * Finalize waits for them, so a fast send that completed is not
+	 * lost when its sender leaves at once.
+	 */
+	size_t (*unsettled)(pcori_port_t *p);
 	void (*close)(pcori_port_t *p);
 } pcori_port_ops_t;
 
@@ -137,7 +159,8 @@ typedef enum pcori_dispatch_mode {
 /* Counters of one port; read by tests and pcor_info. */
 typedef struct pcori_port_stats {
 	_Atomic uint64_t rx, tx, bad_hdr, nack_sent, nack_rcvd, retx, dup,
-		eagain, rma_reads, held, fwd, fwd_drop, test_drop;
+		eagain, rma_reads, held, fwd, fwd_drop, test_drop, parked,
+		ack_tx;
 } pcori_port_stats_t;
 
 struct pcori_port {
@@ -146,6 +169,11 @@ struct pcori_port {
 	pcori_port_info_t info; /* published in the directory */
 	size_t inject_max;      /* largest inject, header included */
 	bool can_read;          /* remote reads possible */
+	/*
+	 * Frames are neither lost nor reordered nor refused once a send
+	 * returned PCOR_OK (pcor-shm): small messages take the fast path.
+	 */
+	bool lossless;
 	pcori_dispatch_mode_t mode;
 	/* One poller at a time: dispatcher thread or a driving waiter. */
 	pcori_lock_t progress_lock;
@@ -158,7 +186,16 @@ struct pcori_port {
 	 * not sleep meanwhile.
 	 */
 	_Atomic int busy;
+	/*
+	 * An application thread sleeping in this port (wait) in place of
+	 * its dispatcher, which stays parked meanwhile; and when the last
+	 * one left.  Senders wake it through wake_word (shared futex).
+	 */
+	_Atomic int sleeper;
+	_Atomic uint64_t sleeper_ns;
+	_Atomic uint32_t *wake_word;
 	pcori_port_stats_t st;
+	uint64_t cpu_ns; /* its dispatchers' CPU time (finalize) */
 };
 
 int pcori_port_ofi_open(const char *provider, int index,
@@ -168,8 +205,13 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p);
 /* PCOR_AFFINITY: pin the calling thread (affinity.c). */
 void pcori_affinity_apply(const char *spec);
 
-/* Upcalls from port kinds into the protocol (progress context). */
-void pcori_port_recv(pcori_port_t *p, const void *msg, size_t len);
+/*
+ * Upcalls from port kinds into the protocol (progress context).
+ * pcori_port_recv returns false only on a lossless port, for a fast-path
+ * message the process has no room for yet: the port keeps it where it
+ * is and hands it up again later (a fast message cannot be sent again).
+ */
+bool pcori_port_recv(pcori_port_t *p, const void *msg, size_t len);
 void pcori_port_tx_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
 void pcori_port_read_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
 
@@ -217,6 +259,7 @@ struct pcori_txstream {
 	pcori_peer_t *peer;
 	int32_t thid;
 	uint32_t next_seq;     /* seq of the next new message */
+	uint32_t acked;        /* every seq below it is acknowledged */
 	pcori_list_t sent;     /* posted, not yet acked (seq order) */
 	pcori_list_t waiting;  /* not (re)posted yet (seq order) */
 	pcori_list_t waiting_fin; /* rendezvous acked, data not yet taken */
@@ -342,6 +385,7 @@ typedef struct pcori_net {
 	pcori_wire_limits_t lim;
 	size_t frag_size;
 	size_t eager_max;
+	size_t fast_max;         /* largest message on the fast path */
 	bool force_stream;       /* rendezvous by streaming even with RMA */
 	bool one_host;           /* the job runs on this host: local ports */
 	pcori_dispatch_mode_t mode;
@@ -358,6 +402,12 @@ typedef struct pcori_net {
 	_Atomic int drivers;
 	_Atomic uint64_t drive_ns;
 	_Atomic uint32_t drive_word;
+	/*
+	 * Waiters asleep on their request word: a dispatcher must serve
+	 * them.  parked: dispatchers stepping aside on drive_word.
+	 */
+	_Atomic int word_sleepers;
+	_Atomic int parked;
 	_Atomic int acks_pending; /* rx streams with an ack to send */
 	/* Rendezvous whose reads wait for room in a send queue. */
 	pcori_list_t readq;       /* guarded by timer_lock */
@@ -496,6 +546,6 @@ void pcori_dispatch_kick(void);
 int pcori_progress(void);
 /* Progress hook for waiters (core calls it through pcori_progress_hook). */
 void pcori_drive_begin(void);
-void pcori_drive_end(bool going_to_sleep);
+void pcori_drive_end(void);
 
 #endif /* PCOR_DISPATCH_H */

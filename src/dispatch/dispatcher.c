@@ -7,21 +7,29 @@
  *    paper's design): one thread sleeps in the fabric's wait object for
  *    arrivals and one on the send queue for timed resends.  adaptive:
  *    spins PCOR_DISPATCH_SPIN_NS after the last event, then blocks.
- *  - A thread waiting for a remote request (poll and adaptive modes)
- *    polls the ports itself while it spins ("drives"), so the message it
- *    waits for needs no thread switch.  Meanwhile dispatchers step aside:
- *    they sleep while a driver is active or was within DRIVE_GRACE_NS,
- *    so on a small machine they do not compete with the driver for a
- *    core.  A driver that gives up and sleeps wakes them.
- *  - Before a dispatcher blocks it sends every held-back ack, so a peer
+ *  - A thread waiting for a remote request drives its own progress, in
+ *    every mode.  For PCOR_SPIN_NS it polls every port, so the message
+ *    it waits for needs no thread switch.  Then it sleeps in the port its
+ *    message comes through, where the sender sees it asleep and wakes
+ *    it: one wake-up per message, and the waiter matches for itself.
+ *    One such sleeper per port; other waiters sleep on their request
+ *    word.  The modes differ in what dispatchers do when nobody waits.
+ *  - Meanwhile dispatchers step aside, parked on drive_word: while a
+ *    waiter spins, or sleeps in their port, and for DRIVE_GRACE_NS
+ *    after (a ping-pong comes back within it) -- but never while a
+ *    waiter sleeps on its word, since nobody else would complete it.
+ *    A dispatcher never sleeps holding a port that waiters could poll.
+ *  - Whoever goes to sleep first sends every held-back ack, so a peer
  *    never waits on an ack from a process that sleeps.
  */
 #include "dispatch.h"
 
 #include <sched.h>
+#include <time.h>
 
 #define DRIVE_GRACE_NS 200000
 #define BLOCK_MAX_MS 100
+#define SLEEP_MAX_NS 100000000 /* a sleeping waiter looks around after */
 
 static _Atomic bool port_waiting[PCORI_MAX_PORTS];
 static _Atomic uint32_t tx_word; /* block mode: wakes the send threads */
@@ -52,21 +60,22 @@ void pcori_dispatch_kick(void)
 
 /* ---------------------------------------------------------- driving */
 
-static bool drive_wanted(void)
-{
-	return pcori_net.mode != PCORI_DISPATCH_BLOCK;
-}
-
 void pcori_drive_begin(void)
 {
 	atomic_fetch_add(&pcori_net.drivers, 1);
 	atomic_store_explicit(&pcori_net.drive_ns, pcori_now_ns(),
 			      memory_order_relaxed);
-	/* A dispatcher asleep in its port would keep the port locked. */
-	for (int i = 0; i < pcori_net.nports; i++)
-		if (atomic_load_explicit(&port_waiting[i],
-					 memory_order_relaxed))
-			pcori_net.ports[i]->ops->signal(pcori_net.ports[i]);
+	/*
+	 * A dispatcher asleep in a port we can poll without it would be
+	 * woken by every sender there: send it to its parking place.  (One
+	 * asleep inside progress holds the port; it serves that port.)
+	 */
+	for (int i = 0; i < pcori_net.nports; i++) {
+		pcori_port_t *p = pcori_net.ports[i];
+		if (p->ops->wait && atomic_load_explicit(&port_waiting[i],
+							 memory_order_relaxed))
+			p->ops->signal(p);
+	}
 }
 
 static int drive_poll(void)
@@ -74,33 +83,111 @@ static int drive_poll(void)
 	return pcori_progress();
 }
 
-void pcori_drive_end(bool going_to_sleep)
+void pcori_drive_end(void)
 {
 	atomic_store_explicit(&pcori_net.drive_ns, pcori_now_ns(),
 			      memory_order_relaxed);
-	if (atomic_fetch_sub(&pcori_net.drivers, 1) == 1 && going_to_sleep) {
-		/* Nobody polls now: hand the ports back at once. */
-		atomic_store_explicit(&pcori_net.drive_ns, 0,
-				      memory_order_relaxed);
+	atomic_fetch_sub(&pcori_net.drivers, 1);
+}
+
+/*
+ * The port a request's message comes through, if a waiter can sleep in
+ * it: the route's port for a known peer, the only port for any.
+ */
+static pcori_port_t *sleep_port(int pid)
+{
+	pcori_port_t *p = NULL;
+	if (pid >= 0) {
+		if (pid == pcori_rt.pid)
+			return NULL;
+		pcori_peer_t *peer = pcori_peer_get(pid);
+		pcori_route_t *rt = peer ? pcori_peer_route(peer) : NULL;
+		p = rt ? rt->port : NULL;
+	} else if (pcori_net.nports == 1) {
+		p = pcori_net.ports[0];
+	}
+	return p && p->ops->wait ? p : NULL;
+}
+
+static bool drive_sleep(pcori_req_t *r, uint32_t pending, uint64_t deadline)
+{
+	pcori_port_t *p = sleep_port(r->pid);
+	int none = 0;
+	if (!p || !atomic_compare_exchange_strong(&p->sleeper, &none, 1))
+		return false;
+	uint64_t now = pcori_now_ns();
+	if (now >= deadline) {
+		atomic_store(&p->sleeper, 0);
+		return false;
+	}
+	/* Peers must not wait for an ack of ours while we sleep. */
+	pcori_acks_flush(true);
+	/* Nor must timed work wait: we stand in for the dispatcher. */
+	uint64_t left = PCORI_MIN(deadline - now, (uint64_t)SLEEP_MAX_NS);
+	int64_t t = pcori_timers_next();
+	if (t >= 0 && (uint64_t)t < left)
+		left = (uint64_t)t;
+	if (left >= 1000000) {
+		/* Whoever completes r wakes us here (pcori_req_wake). */
+		atomic_store(&r->wake_alt, p->wake_word);
+		uint32_t v = pending;
+		if (atomic_compare_exchange_strong(&r->state, &v,
+						   pending | PCORI_WAIT_SLEEPER))
+			p->ops->wait(p, (int)(left / 1000000), &r->state,
+				     pending | PCORI_WAIT_SLEEPER);
+		/* Awake: our own completion need not wake anybody. */
+		v = pending | PCORI_WAIT_SLEEPER;
+		atomic_compare_exchange_strong(&r->state, &v, pending);
+		atomic_store(&r->wake_alt, NULL);
+	}
+	/* Take what arrived, and what is due. */
+	if (pcori_trylock(&p->progress_lock)) {
+		p->ops->progress(p, 0);
+		pcori_unlock(&p->progress_lock);
+	}
+	pcori_timers_run();
+	pcori_acks_flush(false);
+	atomic_store_explicit(&p->sleeper_ns, pcori_now_ns(),
+			      memory_order_relaxed);
+	atomic_store(&p->sleeper, 0);
+	return true;
+}
+
+static void drive_word_sleep(int delta)
+{
+	/* The first to sleep on its word calls parked dispatchers back. */
+	if (atomic_fetch_add(&pcori_net.word_sleepers, delta) == 0 &&
+	    delta > 0 && atomic_load(&pcori_net.parked)) {
 		atomic_fetch_add(&pcori_net.drive_word, 1);
 		pcori_futex_wake(&pcori_net.drive_word, INT_MAX);
 	}
 }
 
 static const pcori_drive_ops_t drive_ops = {
-	.wanted = drive_wanted,
 	.begin = pcori_drive_begin,
 	.poll = drive_poll,
 	.end = pcori_drive_end,
+	.sleep = drive_sleep,
+	.word_sleep = drive_word_sleep,
 };
 
-/* Is a waiting thread polling for us? */
-static bool driven(void)
+/*
+ * Does p's dispatcher step aside?  While a waiter spin-polls every port,
+ * or one sleeps in p, and for a grace period after (a ping-pong comes
+ * back within it) -- unless a waiter sleeps on its word and needs it.
+ */
+static bool port_driven(pcori_port_t *p)
 {
 	if (atomic_load_explicit(&pcori_net.drivers, memory_order_relaxed))
 		return true;
-	uint64_t last = atomic_load_explicit(&pcori_net.drive_ns,
-					     memory_order_relaxed);
+	if (atomic_load_explicit(&pcori_net.word_sleepers,
+				 memory_order_relaxed))
+		return false;
+	if (atomic_load_explicit(&p->sleeper, memory_order_relaxed))
+		return true;
+	uint64_t last = PCORI_MAX(
+		atomic_load_explicit(&pcori_net.drive_ns, memory_order_relaxed),
+		atomic_load_explicit(&p->sleeper_ns, memory_order_relaxed));
 	return last && pcori_now_ns() - last < DRIVE_GRACE_NS;
 }
 
@@ -117,13 +204,21 @@ static int block_timeout_ms(void)
 static void port_block(pcori_port_t *p)
 {
 	pcori_acks_flush(true);
+	if (p->ops->wait) {
+		/* Not holding the port: a waiter may poll it meanwhile. */
+		atomic_store(&port_waiting[p->index], true);
+		if (!port_driven(p) && !atomic_load(&p->stop))
+			p->ops->wait(p, block_timeout_ms(), NULL, 0);
+		atomic_store(&port_waiting[p->index], false);
+		return;
+	}
 	if (!pcori_trylock(&p->progress_lock)) {
 		sched_yield();
 		return;
 	}
 	atomic_store(&port_waiting[p->index], true);
 	/* A driver that began meanwhile would not have signalled us. */
-	if (!driven() && !atomic_load(&p->stop))
+	if (!port_driven(p) && !atomic_load(&p->stop))
 		p->ops->progress(p, block_timeout_ms());
 	atomic_store(&port_waiting[p->index], false);
 	pcori_unlock(&p->progress_lock);
@@ -134,10 +229,13 @@ static void *rx_main(void *arg)
 	pcori_port_t *p = arg;
 	uint64_t idle_since = pcori_now_ns();
 	while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
-		if (p->mode != PCORI_DISPATCH_BLOCK && driven()) {
+		if (port_driven(p)) {
 			uint32_t w = atomic_load(&pcori_net.drive_word);
-			pcori_futex_wait(&pcori_net.drive_word, w,
-					 DRIVE_GRACE_NS);
+			atomic_fetch_add(&pcori_net.parked, 1);
+			if (port_driven(p))
+				pcori_futex_wait(&pcori_net.drive_word, w,
+						 DRIVE_GRACE_NS);
+			atomic_fetch_sub(&pcori_net.parked, 1);
 			idle_since = pcori_now_ns();
 			continue;
 		}
@@ -226,6 +324,8 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 	n->frag_size = (size_t)cfg->frag_size;
 	n->eager_max = PCORI_MIN((size_t)cfg->eager_max,
 				 PCORI_FRAG_WINDOW * n->frag_size);
+	/* One fragment: a fast message is one frame. */
+	n->fast_max = PCORI_MIN(n->eager_max, n->frag_size);
 	n->spin_ns = cfg->dispatch_spin_ns;
 	n->lim.key_check = boot->key_check;
 	n->lim.max_threads = pcori_rt.max_threads;
@@ -294,6 +394,11 @@ int pcori_net_start(void)
 static size_t unsettled(void)
 {
 	size_t n = (size_t)pcori_rndv_unsettled();
+	for (int i = 0; i < pcori_net.nports; i++) {
+		pcori_port_t *p = pcori_net.ports[i];
+		if (p->ops->unsettled)
+			n += p->ops->unsettled(p);
+	}
 	int np = atomic_load(&pcori_net.npeers);
 	pcori_peer_t **peers = atomic_load(&pcori_net.peers);
 	for (int i = 0; i < np; i++) {
@@ -332,7 +437,7 @@ void pcori_net_quiesce(void)
 			pcori_acks_flush(true);
 			pcori_progress();
 		}
-		pcori_drive_end(false);
+		pcori_drive_end();
 	}
 	/*
 	 * The BYE goes last, after every ack, queued or being sent by
@@ -356,6 +461,32 @@ void pcori_net_quiesce(void)
 			   left, (long long)pcori_rt.cfg.linger_ms);
 }
 
+static uint64_t thread_cpu_ns(bool started, pthread_t t)
+{
+	clockid_t c;
+	struct timespec ts;
+	if (!started || pthread_getcpuclockid(t, &c) ||
+	    clock_gettime(c, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* PCOR_STATS=1: one machine-readable line per port (benchmarks read it). */
+static void print_stats(const pcori_port_t *p)
+{
+	const pcori_port_stats_t *st = &p->st;
+	fprintf(stderr,
+		"pcor-stats,pid=%d,port=%s,tx=%llu,rx=%llu,acks=%llu,"
+		"retx=%llu,nacks=%llu,parked=%llu,queue_full=%llu,"
+		"dispatcher_cpu_ns=%llu\n",
+		pcori_rt.pid, p->info.provider, (unsigned long long)st->tx,
+		(unsigned long long)st->rx, (unsigned long long)st->ack_tx,
+		(unsigned long long)st->retx,
+		(unsigned long long)st->nack_sent,
+		(unsigned long long)st->parked,
+		(unsigned long long)st->eagain, (unsigned long long)p->cpu_ns);
+}
+
 void pcori_net_fini(void)
 {
 	if (!pcori_net.up)
@@ -370,6 +501,9 @@ void pcori_net_fini(void)
 	for (int i = 0; i < pcori_net.nports; i++) {
 		pcori_port_t *p = pcori_net.ports[i];
 		p->ops->signal(p);
+		/* The dispatchers' CPU time, before they are gone. */
+		p->cpu_ns = thread_cpu_ns(p->rx_started, p->rx_thread) +
+			    thread_cpu_ns(p->tx_started, p->tx_thread);
 		if (p->rx_started)
 			pthread_join(p->rx_thread, NULL);
 		if (p->tx_started)
@@ -379,11 +513,14 @@ void pcori_net_fini(void)
 	for (int i = 0; i < pcori_net.nports; i++) {
 		pcori_port_t *p = pcori_net.ports[i];
 		pcori_port_stats_t *st = &p->st;
+		if (pcori_rt.cfg.stats)
+			print_stats(p);
 		PCORI_INFO(PCORI_SUB_DISPATCH,
 			   "port %d: rx %llu tx %llu bad headers %llu nacks "
 			   "sent %llu received %llu resends %llu duplicates "
 			   "%llu held %llu queue full %llu reads %llu "
-			   "forwarded %llu forward drops %llu test drops %llu",
+			   "forwarded %llu forward drops %llu test drops %llu "
+			   "parked %llu acks sent %llu",
 			   i, (unsigned long long)st->rx,
 			   (unsigned long long)st->tx,
 			   (unsigned long long)st->bad_hdr,
@@ -396,7 +533,9 @@ void pcori_net_fini(void)
 			   (unsigned long long)st->rma_reads,
 			   (unsigned long long)st->fwd,
 			   (unsigned long long)st->fwd_drop,
-			   (unsigned long long)st->test_drop);
+			   (unsigned long long)st->test_drop,
+			   (unsigned long long)st->parked,
+			   (unsigned long long)st->ack_tx);
 		p->ops->close(p);
 	}
 	pcori_rndv_reap();

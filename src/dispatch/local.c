@@ -357,7 +357,7 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 		bool wake = deliver_short(r, &k, buf, len);
 		pcori_unlock(&mq->lock);
 		if (wake)
-			pcori_futex_wake(&r->state, INT_MAX);
+			pcori_req_wake(r);
 		*h_p = pcori_req_handle(s);
 		pcori_req_complete_unseen(s, PCOR_OK);
 		return PCOR_OK;

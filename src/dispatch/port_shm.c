@@ -73,6 +73,7 @@
 #define SHM_CQ_MAX 4096      /* completions queued at once */
 #define SHM_DRAIN_BUDGET 64  /* records per ring per progress call */
 #define SHM_RETRY_NS 1000000 /* retry an unresolvable sender after */
+#define SHM_PARK_NS 100000   /* retry a refused fast message after */
 
 typedef struct shm_port shm_port_t;
 
@@ -107,7 +108,10 @@ typedef struct shm_rslot {
 	uint64_t head;    /* total-out, private copy */
 	uint64_t published; /* head last stored in shared memory */
 	uint64_t retry_ns;  /* unresolvable sender: try again then */
+	uint64_t parked_ns; /* head record refused for now: retry then */
 	bool broken;      /* malformed: abandoned until reset */
+	/* broken or parked: sleepers need not be woken for it (any thread) */
+	_Atomic bool quiet;
 } shm_rslot_t;
 
 typedef struct shm_cqe {
@@ -156,7 +160,10 @@ static void futex_wake_shared(_Atomic uint32_t *w)
 	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
-/* Wake a receiver that said it sleeps (after a seq_cst publication). */
+/*
+ * Wake a receiver that said it sleeps (after a seq_cst publication): its
+ * dispatcher, or the application thread that sleeps there in its place.
+ */
 static inline void wake_if_sleeping(pcori_shm_hdr_t *h)
 {
 	if (PCORI_UNLIKELY(atomic_load_explicit(&h->sleeping,
@@ -485,7 +492,10 @@ static int peer_claim(shm_port_t *p, shm_peer_t *d)
 static void rslot_reset(shm_port_t *p, uint32_t s)
 {
 	shm_rslot_t *rs = &p->rslots[s];
-	memset(rs, 0, sizeof(*rs));
+	rs->peer = NULL;
+	rs->head = rs->published = rs->retry_ns = rs->parked_ns = 0;
+	rs->broken = false;
+	atomic_store_explicit(&rs->quiet, false, memory_order_relaxed);
 	atomic_store_explicit(&p->heads[s], 0, memory_order_relaxed);
 	atomic_store_explicit(&p->tails[s], 0, memory_order_relaxed);
 	/* Release: the counters are zero before anyone can claim it. */
@@ -726,6 +736,37 @@ static int shm_inject(pcori_port_t *bp, uint64_t dest, const void *buf,
 			1);
 }
 
+/* Any size: the copy is made before returning, inline or into cells. */
+static int shm_injectv(pcori_port_t *bp, uint64_t dest,
+		       const struct iovec *iov, size_t niov)
+{
+	return shm_post((shm_port_t *)bp, (shm_peer_t *)(uintptr_t)dest, iov,
+			niov);
+}
+
+/* Live receivers that have not consumed all we wrote to them. */
+static size_t shm_unsettled(pcori_port_t *bp)
+{
+	shm_port_t *p = (shm_port_t *)bp;
+	size_t n = 0;
+	pcori_lock(&p->peers_lock);
+	for (shm_peer_t *d = p->peers; d; d = d->next) {
+		pcori_lock(&d->tx_lock);
+		if (!d->gone && d->slot >= 0 && !atomic_load(&d->dead) &&
+		    atomic_load_explicit(d->ring.head, memory_order_acquire) !=
+			    d->prod.tail)
+			n++;
+		pcori_unlock(&d->tx_lock);
+	}
+	pcori_unlock(&p->peers_lock);
+	/* Cell runs a live receiver has not marked consumed. */
+	pcori_lock(&p->pool_lock);
+	pcori_shm_pool_sweep(&p->pool, true, peer_gone);
+	n += p->pool.nfree != p->pool.ncells;
+	pcori_unlock(&p->pool_lock);
+	return n;
+}
+
 /* ----------------------------------------------------- single copy */
 
 static int shm_read(pcori_port_t *bp, uint64_t src, void *dst, size_t len,
@@ -785,6 +826,7 @@ static bool rslot_attach(shm_port_t *p, uint32_t s)
 					      memory_order_acquire);
 	if (owner == 0 || owner > (uint64_t)INT32_MAX) {
 		rs->broken = true;
+		atomic_store_explicit(&rs->quiet, true, memory_order_relaxed);
 		return false;
 	}
 	int pid = (int)(owner - 1);
@@ -796,9 +838,21 @@ static bool rslot_attach(shm_port_t *p, uint32_t s)
 	if (!rc)
 		rc = peer_get(p, &a, &d);
 	if (rc == PCOR_ERR_PEER_LOST) {
-		/* It left while its messages waited: drop them. */
-		rslot_reset(p, s);
-		return false;
+		/*
+		 * It left while its messages waited.  What is in the ring is
+		 * still good (its last words may be there); cell runs in its
+		 * segment, which nobody can map any more, are not.
+		 */
+		pcori_lock(&p->peers_lock);
+		d = peer_find(p, pid);
+		if (!d)
+			d = peer_new(p, pid);
+		pcori_unlock(&p->peers_lock);
+		if (!d) {
+			rslot_reset(p, s);
+			return false;
+		}
+		rc = PCOR_OK;
 	}
 	if (rc) {
 		PCORI_WARN_ONCE(PCORI_SUB_DISPATCH,
@@ -816,11 +870,20 @@ static bool rslot_attach(shm_port_t *p, uint32_t s)
 static void rslot_broken(shm_port_t *p, uint32_t s, const char *why)
 {
 	p->rslots[s].broken = true;
+	atomic_store_explicit(&p->rslots[s].quiet, true, memory_order_relaxed);
 	atomic_fetch_add_explicit(&p->base.st.bad_hdr, 1, memory_order_relaxed);
 	PCORI_WARN(PCORI_SUB_DISPATCH,
 		   "port %d (pcor-shm): ring of slot %u is malformed (%s): "
 		   "abandoned",
 		   p->base.index, s, why);
+}
+
+/* The record at the ring's head was refused for now: retry later. */
+static void park(shm_port_t *p, shm_rslot_t *rs)
+{
+	rs->parked_ns = pcori_now_ns() + SHM_PARK_NS;
+	atomic_store_explicit(&rs->quiet, true, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->base.st.parked, 1, memory_order_relaxed);
 }
 
 /* Hand the records of slot s up to the protocol.  Progress only. */
@@ -830,6 +893,12 @@ static int drain(shm_port_t *p, uint32_t s, uint64_t tail)
 	if (rs->broken || (!rs->peer && !rslot_attach(p, s)))
 		return 0;
 	shm_peer_t *d = rs->peer;
+	if (PCORI_UNLIKELY(rs->parked_ns)) {
+		if (pcori_now_ns() < rs->parked_ns)
+			return 0;
+		rs->parked_ns = 0;
+		atomic_store_explicit(&rs->quiet, false, memory_order_relaxed);
+	}
 	uint64_t head = rs->head;
 	if (tail - head > p->g.ring_size || tail % PCORI_SHM_LINE) {
 		rslot_broken(p, s, "counters");
@@ -848,19 +917,36 @@ static int drain(shm_port_t *p, uint32_t s, uint64_t tail)
 			break;
 		}
 		if (rec.kind == PCORI_SHM_REC_INLINE) {
-			pcori_port_recv(&p->base, rec.data, rec.len);
+			if (!pcori_port_recv(&p->base, rec.data, rec.len)) {
+				/* No room for it yet: the ring waits. */
+				park(p, rs);
+				break;
+			}
 		} else {
 			const pcori_shm_geom_t *g = &d->g;
+			if (!d->base && atomic_load(&d->dead)) {
+				/* Its sender's segment is gone with it. */
+				PCORI_INFO(PCORI_SUB_DISPATCH,
+					   "pcor-shm: process %d left before "
+					   "a %u-byte message of its was read",
+					   d->pid, rec.len);
+				head = next;
+				n++;
+				continue;
+			}
 			if (!d->base || rec.first >= g->ncells ||
 			    rec.count == 0 || rec.count > g->ncells - rec.first ||
 			    rec.len > (uint64_t)rec.count * g->cell_size) {
 				rslot_broken(p, s, "cell run");
 				break;
 			}
-			pcori_port_recv(&p->base,
-					d->cells + (uint64_t)rec.first *
-							   g->cell_size,
-					rec.len);
+			if (!pcori_port_recv(&p->base,
+					     d->cells + (uint64_t)rec.first *
+								g->cell_size,
+					     rec.len)) {
+				park(p, rs);
+				break;
+			}
 			pcori_shm_mark_done(d->marks, rec.first);
 		}
 		head = next;
@@ -895,20 +981,6 @@ static int scan(shm_port_t *p)
 	return n;
 }
 
-/* Anything to do?  (seq_cst loads: see the wake-up protocol.) */
-static bool work_pending(shm_port_t *p)
-{
-	if (atomic_load(&p->cq_ready) || atomic_load(&p->ndead) ||
-	    atomic_load(&p->base.stop))
-		return true;
-	uint32_t hwm = PCORI_MIN(atomic_load(&p->hdr->hwm), p->g.nslots);
-	for (uint32_t s = 0; s < hwm; s++)
-		if (atomic_load(&p->tails[s]) != p->rslots[s].head &&
-		    !p->rslots[s].broken)
-			return true;
-	return false;
-}
-
 static int poll_once(shm_port_t *p)
 {
 	return release_dead(p) + cq_drain(p) + scan(p);
@@ -921,12 +993,44 @@ static int shm_progress(pcori_port_t *bp, int timeout_ms)
 	int n = poll_once(p);
 	if (n || timeout_ms <= 0)
 		return n;
-	atomic_store_explicit(&p->hdr->sleeping, 1, memory_order_seq_cst);
-	uint32_t w = atomic_load_explicit(&p->hdr->wake, memory_order_seq_cst);
-	if (!work_pending(p))
-		futex_wait_shared(&p->hdr->wake, w, timeout_ms);
-	atomic_store_explicit(&p->hdr->sleeping, 0, memory_order_relaxed);
+	bp->ops->wait(bp, timeout_ms, NULL, 0);
 	return poll_once(p);
+}
+
+/*
+ * Anything for a sleeper?  Read by any thread, without the progress
+ * lock: compares the senders' counters with the heads published by
+ * whoever drained last (a ring being drained just now counts as work).
+ */
+static bool arrivals(shm_port_t *p, bool *quiet_p)
+{
+	if (atomic_load(&p->cq_ready) || atomic_load(&p->ndead) ||
+	    atomic_load(&p->base.stop))
+		return true;
+	uint32_t hwm = PCORI_MIN(atomic_load(&p->hdr->hwm), p->g.nslots);
+	for (uint32_t s = 0; s < hwm; s++) {
+		if (atomic_load(&p->tails[s]) == atomic_load(&p->heads[s]))
+			continue;
+		/* Parked or broken: retried on a timer, not woken for. */
+		if (!atomic_load_explicit(&p->rslots[s].quiet,
+					  memory_order_relaxed))
+			return true;
+		*quiet_p = true;
+	}
+	return false;
+}
+
+static void shm_wait(pcori_port_t *bp, int timeout_ms, _Atomic uint32_t *word,
+		     uint32_t value)
+{
+	shm_port_t *p = (shm_port_t *)bp;
+	/* Say so first (seq_cst): a sender then sees it, or we see its data. */
+	atomic_fetch_add_explicit(&p->hdr->sleeping, 1, memory_order_seq_cst);
+	uint32_t w = atomic_load_explicit(&p->hdr->wake, memory_order_seq_cst);
+	bool quiet = false;
+	if (!arrivals(p, &quiet) && (!word || atomic_load(word) == value))
+		futex_wait_shared(&p->hdr->wake, w, quiet ? 1 : timeout_ms);
+	atomic_fetch_sub_explicit(&p->hdr->sleeping, 1, memory_order_seq_cst);
 }
 
 static void shm_signal(pcori_port_t *bp)
@@ -996,11 +1100,14 @@ static const pcori_port_ops_t shm_ops = {
 	.insert_addr = shm_insert_addr,
 	.sendv = shm_sendv,
 	.inject = shm_inject,
+	.injectv = shm_injectv,
 	.read = shm_read,
 	.expose = shm_expose,
 	.unexpose = shm_unexpose,
 	.progress = shm_progress,
 	.signal = shm_signal,
+	.wait = shm_wait,
+	.unsettled = shm_unsettled,
 	.close = shm_close,
 };
 
@@ -1147,6 +1254,9 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	memcpy(info->addr, &a, sizeof(a));
 	info->addrlen = sizeof(a);
 	p->base.inject_max = p->inline_max;
+	p->base.wake_word = &h->wake;
+	/* What is in a ring is never lost; a test's drops make it lossy. */
+	p->base.lossless = !cfg->drop_every;
 	p->base.can_read = cma_startup_check();
 
 	step = "membership hook";

@@ -39,6 +39,14 @@
 #define READ_CHUNK ((size_t)8 << 20)
 #define GAP_HELD 32u          /* frames held behind a gap before asking */
 /*
+ * Fast path (lossless ports): messages a stream may have sent without an
+ * acknowledgement, and how often the receiver acknowledges them.  The
+ * window bounds what a receiver must take in without being able to
+ * refuse it; acks come in batches, usually riding on replies.
+ */
+#define FAST_WINDOW 256u
+#define FAST_ACK_EVERY 64u
+/*
  * A rendezvous request's bytes, kept for resends apart from the streamed
  * fragments' headers (a resend may come while those are written).
  */
@@ -585,6 +593,74 @@ static pcori_txstream_t *txstream_of(pcori_peer_t *peer, int thid)
 	return n;
 }
 
+/*
+ * The lossless fast path: a small message to a peer one lossless hop
+ * away is one frame handed straight to the port, with no record kept, no
+ * timer and no ack of its own; its send is complete when the port took
+ * it.  Only while nothing of the stream is unacknowledged on the full
+ * path (a refused message there makes the receiver drop what follows,
+ * and a fast message could not be sent again) and while fewer than
+ * FAST_WINDOW fast messages wait for their batched ack.  Returns
+ * PCOR_ERR_AGAIN when the message must take the full path.
+ */
+static int fast_send(pcori_txstream_t *ts, const pcori_route_t *rt,
+		     pcori_req_kind_t kind, int thid, int tag, uint32_t ctx,
+		     const void *buf, size_t len, unsigned flags,
+		     pcor_handle_t *h_p)
+{
+	pcori_port_t *p = rt->port;
+	pcori_req_t *s = pcori_req_alloc();
+	if (PCORI_UNLIKELY(!s))
+		return PCOR_ERR_AGAIN;
+	uint8_t hb[PCORI_WIRE_HDR_SIZE];
+	int rc = PCOR_ERR_AGAIN;
+	pcori_lock(&ts->lock);
+	if (PCORI_LIKELY(pcori_list_empty(&ts->sent) &&
+			 pcori_list_empty(&ts->waiting) &&
+			 !atomic_load_explicit(&ts->resume_ns,
+					       memory_order_relaxed) &&
+			 !ts->resync && ts->next_seq - ts->acked < FAST_WINDOW)) {
+		pcori_wire_hdr_t h;
+		hdr_init(&h, PCORI_W_DATA, ts->peer->pid);
+		h.flags = PCORI_WF_FAST;
+		h.src_thid = ts->thid;
+		h.dst_thid = thid;
+		h.tag = tag;
+		h.ctx = ctx;
+		h.seq = ts->next_seq;
+		h.total_size = len;
+		h.frag_count = 1;
+		h.frag_len = (uint32_t)len;
+		piggyback(ts->peer, &h);
+		pcori_wire_encode(&h, hb);
+		struct iovec iov[2] = {{hb, sizeof(hb)}, {(void *)buf, len}};
+		rc = p->ops->injectv(p, rt->dest, iov, len ? 2 : 1);
+		if (PCORI_LIKELY(rc == PCOR_OK)) {
+			ts->next_seq++;
+			atomic_fetch_add_explicit(&p->st.tx, 1,
+						  memory_order_relaxed);
+		} else {
+			piggyback_undo(ts->peer, &h);
+		}
+	}
+	pcori_unlock(&ts->lock);
+	if (PCORI_UNLIKELY(rc)) {
+		pcori_req_free(s);
+		return rc;
+	}
+	/* The bytes are in the channel: the buffer is the caller's again. */
+	if (kind == PCORI_REQ_SEND_DMA && (flags & PCOR_SEND_HANDOVER))
+		pcori_dma_free((void *)buf);
+	s->kind = (uint16_t)kind;
+	s->pid = ts->peer->pid;
+	s->thid = thid;
+	s->tag = tag;
+	s->ctx = ctx;
+	pcori_req_complete(s, PCOR_OK);
+	*h_p = pcori_req_handle(s);
+	return PCOR_OK;
+}
+
 int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 		      uint32_t ctx, const void *buf, size_t len,
 		      unsigned flags, pcor_handle_t *h_p)
@@ -599,6 +675,16 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 	pcori_txstream_t *ts = txstream_of(peer, self);
 	if (!ts)
 		return PCOR_ERR_NOMEM;
+
+	if (len <= pcori_net.fast_max) {
+		pcori_route_t *rt = pcori_peer_route(peer);
+		if (PCORI_LIKELY(rt && rt->port->lossless && rt->hops == 1)) {
+			rc = fast_send(ts, rt, kind, thid, tag, ctx, buf, len,
+				       flags, h_p);
+			if (rc != PCOR_ERR_AGAIN)
+				return rc;
+		}
+	}
 
 	const bool copy = kind == PCORI_REQ_SEND_COPY;
 	const bool rndv = len > pcori_net.eager_max;
@@ -678,6 +764,8 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 static void ack_upto(pcori_txstream_t *ts, uint32_t upto, pcori_list_t *dead,
 		     deferred_t *d)
 {
+	if (seq_lt(ts->acked, upto) && !seq_lt(ts->next_seq, upto))
+		ts->acked = upto;
 	/*
 	 * From the head each time: the lock may go while completions run,
 	 * and then other threads change the list (a saved next is stale).
@@ -1081,6 +1169,10 @@ static int acks_flush_peer(pcori_peer_t *peer, uint64_t now, bool force)
 	if (n)
 		atomic_fetch_add(&acks_sending, 1);
 	pcori_unlock(&peer->rx_lock);
+	pcori_route_t *rt = n ? pcori_peer_route(peer) : NULL;
+	if (rt)
+		atomic_fetch_add_explicit(&rt->port->st.ack_tx, (uint64_t)n,
+					  memory_order_relaxed);
 	for (int i = 0; i < n; i++)
 		send_ctl(peer, PCORI_W_ACK, out[i].thid, out[i].upto, 0, 0,
 			 NULL);
@@ -1339,13 +1431,15 @@ static bool sequence(pcori_port_t *port, pcori_peer_t *peer,
 	return false;
 }
 
-static void rx_data(pcori_port_t *port, pcori_peer_t *peer,
+/* false: a fast message with no room for it yet (see pcori_port_recv). */
+static bool rx_data(pcori_port_t *port, pcori_peer_t *peer,
 		    const pcori_wire_hdr_t *h, const uint8_t *msg, size_t len)
 {
 	const uint8_t *payload = msg + PCORI_WIRE_HDR_SIZE;
 	deferred_t d = {0};
 	uint32_t ack_thid = 0, ack_upto = 0;
-	bool ack = false;
+	bool ack = false, taken = true;
+	const bool fast = h->flags & PCORI_WF_FAST;
 	pcori_mkey_t k = {h->src_pid, h->src_thid, h->dst_thid, h->tag, h->ctx};
 
 	pcori_lock(&peer->rx_lock);
@@ -1362,6 +1456,12 @@ static void rx_data(pcori_port_t *port, pcori_peer_t *peer,
 		goto out;
 	if (h->frag_idx == 0) {
 		if (start_message(peer, rs, h, &k, false, NULL, &d)) {
+			/* A fast message cannot come again: keep it waiting. */
+			if (fast && port->lossless) {
+				taken = false;
+				ack = false; /* it rides again with the frame */
+				goto out;
+			}
 			refuse(port, peer, rs, h);
 			goto out;
 		}
@@ -1391,7 +1491,10 @@ static void rx_data(pcori_port_t *port, pcori_peer_t *peer,
 	if (pcori_reasm_complete(&rs->reasm)) {
 		rs->active = false;
 		rs->unacked++;
-		ack_schedule(peer, rs, false);
+		if (!fast)
+			ack_schedule(peer, rs, false);
+		else if (rs->unacked >= FAST_ACK_EVERY)
+			ack_schedule(peer, rs, true);
 		if (rs->req) {
 			pcori_req_t *r = rs->req;
 			int st = PCOR_OK;
@@ -1416,6 +1519,7 @@ out:
 	run_deferred(&d);
 	if (ack)
 		on_ack(peer, (int32_t)ack_thid, ack_upto);
+	return taken;
 }
 
 static void rx_rts(pcori_port_t *port, pcori_peer_t *peer,
@@ -1852,12 +1956,12 @@ static void replay(pcori_port_t *port, pcori_peer_t *peer, int32_t thid)
 		if (h.type == PCORI_W_RTS)
 			rx_rts(port, peer, &h, take->msg, take->len);
 		else
-			rx_data(port, peer, &h, take->msg, take->len);
+			(void)rx_data(port, peer, &h, take->msg, take->len);
 		held_free(take);
 	}
 }
 
-void pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
+bool pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 {
 	pcori_wire_hdr_t h;
 	uint64_t nrx = atomic_fetch_add_explicit(&port->st.rx, 1,
@@ -1867,7 +1971,7 @@ void pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 	    nrx % (uint64_t)drop == (uint64_t)drop - 1) {
 		atomic_fetch_add_explicit(&port->st.test_drop, 1,
 					  memory_order_relaxed);
-		return;
+		return true;
 	}
 	pcori_wire_limits_t lim = pcori_net.lim;
 	lim.nprocs = pcori_rt.nprocs; /* grows as processes join */
@@ -1894,25 +1998,26 @@ void pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 				   port->index, pcori_wire_err_str(e), len,
 				   hex);
 		}
-		return;
+		return true;
 	}
 	if (PCORI_UNLIKELY(h.dst_pid != pcori_rt.pid)) {
 		forward(port, msg, len, &h);
-		return;
+		return true;
 	}
 	pcori_peer_t *peer = pcori_peer_get(h.src_pid);
 	if (!peer || atomic_load_explicit(&peer->state, memory_order_acquire) ==
 			     PCORI_PEER_LOST)
-		return;
+		return true;
 	if (PCORI_UNLIKELY(!pcori_peer_route(peer)) && pcori_peer_ready(peer))
-		return;
+		return true;
 	const uint8_t *payload = (const uint8_t *)msg + PCORI_WIRE_HDR_SIZE;
 	switch (h.type) {
 	case PCORI_W_DATA:
 		if (h.flags & PCORI_WF_RNDV) {
 			rx_stream(port, peer, &h, payload);
 		} else {
-			rx_data(port, peer, &h, msg, len);
+			if (!rx_data(port, peer, &h, msg, len))
+				return false;
 			replay(port, peer, h.src_thid);
 		}
 		break;
@@ -1939,6 +2044,7 @@ void pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 		pcori_ctrl_recv(peer, &h, payload);
 		break;
 	}
+	return true;
 }
 
 /* ------------------------------------------------------------ timers */

@@ -39,6 +39,9 @@ typedef enum pcori_wire_type {
 #define PCORI_WF_HAS_ACK 0x02u /* an ack rides in the cookie */
 #define PCORI_WF_RESYNC 0x04u  /* first message after the sender failed
 				  the stream's earlier ones: start here */
+#define PCORI_WF_FAST 0x08u    /* lossless fast path: the sender keeps no
+				  copy, so it can be neither refused nor
+				  resent; acknowledged only in batches */
 
 /* Decoded header, in host order. */
 typedef struct pcori_wire_hdr {

@@ -402,11 +402,17 @@ static int run_alltoall(int t)
  * pid 1 must resend), then takes them all: each once, in order.
  */
 /* NACKs this process sent, over all its ports. */
-static uint64_t nacks_sent(void)
+/*
+ * Times this process held a sender back: refusals (NACKs), and on a
+ * lossless port fast messages left in the channel until there was room.
+ */
+static uint64_t held_back(void)
 {
 	uint64_t n = 0;
 	for (int i = 0; i < pcori_net.nports; i++)
 		n += atomic_load_explicit(&pcori_net.ports[i]->st.nack_sent,
+					  memory_order_relaxed) +
+		     atomic_load_explicit(&pcori_net.ports[i]->st.parked,
 					  memory_order_relaxed);
 	return n;
 }
@@ -432,14 +438,14 @@ static int run_flood(int n)
 			sched_yield();
 		CHECK(pcori_mcb_pool_avail(&pcori_msg.pool) == 0);
 		/*
-		 * And for a frame to be refused: on a port that keeps the
-		 * sender back itself (pcor-shm's rings) the pool may run dry
-		 * just as the sender pauses; starting to take messages then
-		 * would race with the refusal the test is about.
+		 * And for the sender to be held back (a refusal, or a fast
+		 * message left waiting in a lossless channel): the pool may
+		 * run dry just as the sender pauses; starting to take
+		 * messages then would race with what the test is about.
 		 */
-		while (nacks_sent() == 0 && pcori_now_ns() < end)
+		while (held_back() == 0 && pcori_now_ns() < end)
 			sched_yield();
-		CHECK(nacks_sent() > 0);
+		CHECK(held_back() > 0);
 		for (int i = 0; i < n; i++) {
 			uint32_t v = ~0u;
 			pcor_msginfo_t info;

@@ -45,8 +45,9 @@ if [ "${PCOR_DROP_EVERY:-0}" != 0 ]; then
 	fi
 fi
 case $case_ in
-flood)	# the receiver must have refused, and the sender resent
-	grep -q "\[0\].*nacks sent [1-9]" "$tmp/err" ||
+flood)	# the receiver must have held the sender back: refused (and the
+	# sender resent), or on a lossless port left fast messages waiting
+	grep -qE "\[0\].*(nacks sent [1-9]|parked [1-9])" "$tmp/err" ||
 		{ echo "FAIL: flood caused no refusal (pool not exhausted?)"; exit 1; } ;;
 kill)	grep -q "process 1 .* killed by signal 9" "$tmp/err" ||
 		{ echo "FAIL: pcorrun did not report the death"; exit 1; } ;;
