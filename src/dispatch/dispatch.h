@@ -110,11 +110,13 @@ typedef struct pcori_port_ops {
 	int (*inject)(pcori_port_t *p, uint64_t dest, const void *buf,
 		      size_t len);
 	/*
-	 * The same, gathered from niov pieces (NULL where the kind has no
-	 * cheaper way than inject of a copy).
+	 * Send one fast-path frame, given as its header and h->frag_len
+	 * bytes of payload (reusable on return, no completion).  The kind
+	 * may carry it in a form of its own, smaller than a frame; its
+	 * receiver hands it up with pcori_port_recv_hdr.  Lossless kinds.
 	 */
-	int (*injectv)(pcori_port_t *p, uint64_t dest,
-		       const struct iovec *iov, size_t niov);
+	int (*inject_hdr)(pcori_port_t *p, uint64_t dest,
+			  const pcori_wire_hdr_t *h, const void *payload);
 	/* Pull len bytes from the peer's (raddr, key) into dst. */
 	int (*read)(pcori_port_t *p, uint64_t src, void *dst, size_t len,
 		    uint64_t raddr, uint64_t key, pcori_ctx_t *ctx);
@@ -212,6 +214,13 @@ void pcori_affinity_apply(const char *spec);
  * is and hands it up again later (a fast message cannot be sent again).
  */
 bool pcori_port_recv(pcori_port_t *p, const void *msg, size_t len);
+/*
+ * The same for a frame the port decoded itself from its own form (see
+ * inject_hdr): h is checked as pcori_wire_decode would, and the
+ * payload is h->frag_len bytes.
+ */
+bool pcori_port_recv_hdr(pcori_port_t *p, const pcori_wire_hdr_t *h,
+			 const void *payload);
 void pcori_port_tx_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
 void pcori_port_read_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
 

@@ -644,6 +644,30 @@ static bool pool_take(shm_port_t *p, uint32_t count, uint32_t *first)
 	return pcori_shm_pool_alloc(&p->pool, count, first);
 }
 
+/* Copy len bytes from iov into one record of kind in d's ring. */
+static int ring_put(shm_port_t *p, shm_peer_t *d, uint32_t kind,
+		    const struct iovec *iov, size_t niov, size_t len)
+{
+	int rc = PCOR_OK;
+	pcori_lock(&d->tx_lock);
+	if (PCORI_UNLIKELY(d->gone || d->slot < 0)) {
+		rc = PCOR_ERR_PEER_LOST;
+	} else {
+		uint8_t *dst = pcori_shm_ring_reserve(&d->ring, &d->prod, kind,
+						      (uint32_t)len,
+						      (uint32_t)len);
+		if (dst) {
+			gather(dst, iov, niov);
+			pcori_shm_ring_commit(&d->ring, &d->prod);
+			wake_if_sleeping(d->hdr);
+		} else {
+			rc = PCOR_ERR_AGAIN;
+		}
+	}
+	pcori_unlock(&d->tx_lock);
+	return rc == PCOR_ERR_AGAIN ? again(p) : rc;
+}
+
 /* Copy one message to peer d: inline in its ring, or through cells. */
 static int shm_post(shm_port_t *p, shm_peer_t *d, const struct iovec *iov,
 		    size_t niov)
@@ -651,26 +675,8 @@ static int shm_post(shm_port_t *p, shm_peer_t *d, const struct iovec *iov,
 	size_t len = 0;
 	for (size_t i = 0; i < niov; i++)
 		len += iov[i].iov_len;
-	if (len <= p->inline_max) {
-		int rc = PCOR_OK;
-		pcori_lock(&d->tx_lock);
-		if (PCORI_UNLIKELY(d->gone || d->slot < 0)) {
-			rc = PCOR_ERR_PEER_LOST;
-		} else {
-			uint8_t *dst = pcori_shm_ring_reserve(
-				&d->ring, &d->prod, PCORI_SHM_REC_INLINE,
-				(uint32_t)len, (uint32_t)len);
-			if (dst) {
-				gather(dst, iov, niov);
-				pcori_shm_ring_commit(&d->ring, &d->prod);
-				wake_if_sleeping(d->hdr);
-			} else {
-				rc = PCOR_ERR_AGAIN;
-			}
-		}
-		pcori_unlock(&d->tx_lock);
-		return rc == PCOR_ERR_AGAIN ? again(p) : rc;
-	}
+	if (len <= p->inline_max)
+		return ring_put(p, d, PCORI_SHM_REC_INLINE, iov, niov, len);
 
 	uint64_t count = (len + p->g.cell_size - 1) / p->g.cell_size;
 	if (count > p->g.ncells)
@@ -736,12 +742,86 @@ static int shm_inject(pcori_port_t *bp, uint64_t dest, const void *buf,
 			1);
 }
 
-/* Any size: the copy is made before returning, inline or into cells. */
-static int shm_injectv(pcori_port_t *bp, uint64_t dest,
-		       const struct iovec *iov, size_t niov)
+/*
+ * A fast-path message: one compact record when it fits in the ring, else
+ * as a whole frame (inline or through cells).  Either way the copy is
+ * made before returning.
+ */
+static int shm_inject_hdr(pcori_port_t *bp, uint64_t dest,
+			  const pcori_wire_hdr_t *h, const void *payload)
 {
-	return shm_post((shm_port_t *)bp, (shm_peer_t *)(uintptr_t)dest, iov,
-			niov);
+	shm_port_t *p = (shm_port_t *)bp;
+	shm_peer_t *d = (shm_peer_t *)(uintptr_t)dest;
+	const pcori_shm_fast_t f = {
+		.src_thid = (uint32_t)h->src_thid,
+		.dst_thid = (uint32_t)h->dst_thid,
+		.tag = h->tag,
+		.ctx = h->ctx,
+		.seq = h->seq,
+		.flags = h->flags,
+	};
+	bool ack = h->flags & PCORI_WF_HAS_ACK;
+	struct iovec iov[3] = {{(void *)&f, sizeof(f)},
+			       {(void *)&h->cookie, ack ? 8 : 0},
+			       {(void *)payload, h->frag_len}};
+	size_t len = sizeof(f) + iov[1].iov_len + h->frag_len;
+	if (PCORI_LIKELY(len <= p->inline_max))
+		return ring_put(p, d, PCORI_SHM_REC_FAST, iov, 3, len);
+	uint8_t frame[PCORI_WIRE_HDR_SIZE];
+	pcori_wire_encode(h, frame);
+	iov[0] = (struct iovec){frame, sizeof(frame)};
+	iov[1].iov_len = 0;
+	return shm_post(p, d, iov, 3);
+}
+
+/*
+ * Hand up a fast record from peer d: its header is rebuilt from the
+ * compact fields and checked as pcori_wire_decode would check a frame's.
+ * Returns what pcori_port_recv_hdr does, or -1 when the record is bad.
+ */
+static int fast_recv(shm_port_t *p, const shm_peer_t *d,
+		     const pcori_shm_rec_t *rec)
+{
+	pcori_shm_fast_t f;
+	uint64_t cookie = 0;
+	size_t off = sizeof(f);
+	if (rec->len < off)
+		return -1;
+	memcpy(&f, rec->data, sizeof(f)); /* once: the peer may rewrite it */
+	if (f.flags & PCORI_WF_HAS_ACK) {
+		if (rec->len < off + 8)
+			return -1;
+		memcpy(&cookie, rec->data + off, 8);
+		off += 8;
+	}
+	uint32_t max = (uint32_t)pcori_rt.max_threads;
+	if (f.src_thid >= max || f.dst_thid >= max || f.tag < 0 ||
+	    (f.flags & ~(PCORI_WF_FAST | PCORI_WF_HAS_ACK)) ||
+	    !(f.flags & PCORI_WF_FAST))
+		return -1;
+	size_t dlen = rec->len - off;
+	const pcori_wire_hdr_t h = {
+		.version = PCORI_WIRE_VERSION,
+		.type = PCORI_W_DATA,
+		.flags = (uint8_t)f.flags,
+		.hops = PCORI_WIRE_MAX_HOPS,
+		.key_check = pcori_net.lim.key_check,
+		.src_pid = d->pid,
+		.src_thid = (int32_t)f.src_thid,
+		.dst_pid = pcori_rt.pid,
+		.dst_thid = (int32_t)f.dst_thid,
+		.tag = f.tag,
+		.ctx = f.ctx,
+		.seq = f.seq,
+		.frag_count = 1,
+		.frag_len = (uint32_t)dlen,
+		.total_size = dlen,
+		.cookie = cookie,
+	};
+	/* One fragment, as any fast message (a frame this long would not be). */
+	if (dlen > pcori_net.frag_size)
+		return -1;
+	return pcori_port_recv_hdr(&p->base, &h, rec->data + off);
 }
 
 /* Live receivers that have not consumed all we wrote to them. */
@@ -916,9 +996,19 @@ static int drain(shm_port_t *p, uint32_t s, uint64_t tail)
 			rslot_broken(p, s, "record");
 			break;
 		}
-		if (rec.kind == PCORI_SHM_REC_INLINE) {
-			if (!pcori_port_recv(&p->base, rec.data, rec.len)) {
+		if (rec.kind == PCORI_SHM_REC_FAST) {
+			int r = fast_recv(p, d, &rec);
+			if (r < 0) {
+				rslot_broken(p, s, "fast record");
+				break;
+			}
+			if (!r) {
 				/* No room for it yet: the ring waits. */
+				park(p, rs);
+				break;
+			}
+		} else if (rec.kind == PCORI_SHM_REC_INLINE) {
+			if (!pcori_port_recv(&p->base, rec.data, rec.len)) {
 				park(p, rs);
 				break;
 			}
@@ -1100,7 +1190,7 @@ static const pcori_port_ops_t shm_ops = {
 	.insert_addr = shm_insert_addr,
 	.sendv = shm_sendv,
 	.inject = shm_inject,
-	.injectv = shm_injectv,
+	.inject_hdr = shm_inject_hdr,
 	.read = shm_read,
 	.expose = shm_expose,
 	.unexpose = shm_unexpose,

@@ -612,7 +612,6 @@ static int fast_send(pcori_txstream_t *ts, const pcori_route_t *rt,
 	pcori_req_t *s = pcori_req_alloc();
 	if (PCORI_UNLIKELY(!s))
 		return PCOR_ERR_AGAIN;
-	uint8_t hb[PCORI_WIRE_HDR_SIZE];
 	int rc = PCOR_ERR_AGAIN;
 	pcori_lock(&ts->lock);
 	if (PCORI_LIKELY(pcori_list_empty(&ts->sent) &&
@@ -632,9 +631,7 @@ static int fast_send(pcori_txstream_t *ts, const pcori_route_t *rt,
 		h.frag_count = 1;
 		h.frag_len = (uint32_t)len;
 		piggyback(ts->peer, &h);
-		pcori_wire_encode(&h, hb);
-		struct iovec iov[2] = {{hb, sizeof(hb)}, {(void *)buf, len}};
-		rc = p->ops->injectv(p, rt->dest, iov, len ? 2 : 1);
+		rc = p->ops->inject_hdr(p, rt->dest, &h, buf);
 		if (PCORI_LIKELY(rc == PCOR_OK)) {
 			ts->next_seq++;
 			atomic_fetch_add_explicit(&p->st.tx, 1,
@@ -1353,8 +1350,9 @@ static order_verdict_t in_order(const pcori_rxstream_t *rs,
 
 /* Keep a copy of a frame ahead of its turn.  Lock held. */
 static void hold(pcori_port_t *port, pcori_peer_t *peer, pcori_rxstream_t *rs,
-		 const pcori_wire_hdr_t *h, const uint8_t *msg, size_t len)
+		 const pcori_wire_hdr_t *h, const uint8_t *payload)
 {
+	size_t len = PCORI_WIRE_HDR_SIZE + h->frag_len;
 	int64_t now = atomic_fetch_add_explicit(&pcori_msg.unexp_bytes,
 						(int64_t)len,
 						memory_order_relaxed);
@@ -1372,7 +1370,10 @@ static void hold(pcori_port_t *port, pcori_peer_t *peer, pcori_rxstream_t *rs,
 	}
 	f->seq = h->seq;
 	f->len = len;
-	memcpy(f->msg, msg, len);
+	/* Kept as a frame: it may have come in another port's own form. */
+	pcori_wire_encode(h, f->msg);
+	if (h->frag_len)
+		memcpy(f->msg + PCORI_WIRE_HDR_SIZE, payload, h->frag_len);
 	pcori_list_push_back(&rs->held, &f->link);
 	rs->nheld++;
 	atomic_fetch_add_explicit(&port->st.held, 1, memory_order_relaxed);
@@ -1396,7 +1397,7 @@ static void rs_abandon(pcori_peer_t *peer, pcori_rxstream_t *rs, int status,
 /* Sort out a frame by its place in the stream; true: process it now. */
 static bool sequence(pcori_port_t *port, pcori_peer_t *peer,
 		     pcori_rxstream_t *rs, const pcori_wire_hdr_t *h,
-		     bool first, const uint8_t *msg, size_t len, deferred_t *d)
+		     bool first, const uint8_t *payload, deferred_t *d)
 {
 	/*
 	 * The sender failed what it had not seen acknowledged (its route to
@@ -1423,7 +1424,7 @@ static bool sequence(pcori_port_t *port, pcori_peer_t *peer,
 			ack_schedule(peer, rs, true);
 		return false;
 	case ORDER_HOLD:
-		hold(port, peer, rs, h, msg, len);
+		hold(port, peer, rs, h, payload);
 		return false;
 	case ORDER_DROP:
 		return false;
@@ -1433,9 +1434,8 @@ static bool sequence(pcori_port_t *port, pcori_peer_t *peer,
 
 /* false: a fast message with no room for it yet (see pcori_port_recv). */
 static bool rx_data(pcori_port_t *port, pcori_peer_t *peer,
-		    const pcori_wire_hdr_t *h, const uint8_t *msg, size_t len)
+		    const pcori_wire_hdr_t *h, const uint8_t *payload)
 {
-	const uint8_t *payload = msg + PCORI_WIRE_HDR_SIZE;
 	deferred_t d = {0};
 	uint32_t ack_thid = 0, ack_upto = 0;
 	bool ack = false, taken = true;
@@ -1452,7 +1452,7 @@ static bool rx_data(pcori_port_t *port, pcori_peer_t *peer,
 		ack_thid = (uint32_t)(h->cookie >> 32);
 		ack_upto = (uint32_t)h->cookie;
 	}
-	if (!sequence(port, peer, rs, h, h->frag_idx == 0, msg, len, &d))
+	if (!sequence(port, peer, rs, h, h->frag_idx == 0, payload, &d))
 		goto out;
 	if (h->frag_idx == 0) {
 		if (start_message(peer, rs, h, &k, false, NULL, &d)) {
@@ -1523,16 +1523,15 @@ out:
 }
 
 static void rx_rts(pcori_port_t *port, pcori_peer_t *peer,
-		   const pcori_wire_hdr_t *h, const uint8_t *msg, size_t len)
+		   const pcori_wire_hdr_t *h, const uint8_t *payload)
 {
-	const uint8_t *payload = msg + PCORI_WIRE_HDR_SIZE;
 	deferred_t d = {0};
 	pcori_wire_rts_t rts;
 	pcori_wire_rts_decode(payload, &rts);
 	pcori_mkey_t k = {h->src_pid, h->src_thid, h->dst_thid, h->tag, h->ctx};
 	pcori_lock(&peer->rx_lock);
 	pcori_rxstream_t *rs = rxstream_of(peer, h->src_thid);
-	if (rs && sequence(port, peer, rs, h, true, msg, len, &d)) {
+	if (rs && sequence(port, peer, rs, h, true, payload, &d)) {
 		if (start_message(peer, rs, h, &k, true, &rts, &d)) {
 			refuse(port, peer, rs, h);
 		} else {
@@ -1953,26 +1952,35 @@ static void replay(pcori_port_t *port, pcori_peer_t *peer, int32_t thid)
 		pcori_unlock(&peer->rx_lock);
 		if (!take)
 			return;
+		const uint8_t *payload = take->msg + PCORI_WIRE_HDR_SIZE;
 		if (h.type == PCORI_W_RTS)
-			rx_rts(port, peer, &h, take->msg, take->len);
+			rx_rts(port, peer, &h, payload);
 		else
-			(void)rx_data(port, peer, &h, take->msg, take->len);
+			(void)rx_data(port, peer, &h, payload);
 		held_free(take);
 	}
 }
 
-bool pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
+/* Count a frame; true when PCOR_DROP_EVERY says to lose it. */
+static bool test_drop(pcori_port_t *port)
 {
-	pcori_wire_hdr_t h;
 	uint64_t nrx = atomic_fetch_add_explicit(&port->st.rx, 1,
 						 memory_order_relaxed);
 	int drop = pcori_rt.cfg.drop_every;
-	if (PCORI_UNLIKELY(drop) &&
-	    nrx % (uint64_t)drop == (uint64_t)drop - 1) {
-		atomic_fetch_add_explicit(&port->st.test_drop, 1,
-					  memory_order_relaxed);
+	if (PCORI_LIKELY(!drop) || nrx % (uint64_t)drop != (uint64_t)drop - 1)
+		return false;
+	atomic_fetch_add_explicit(&port->st.test_drop, 1, memory_order_relaxed);
+	return true;
+}
+
+static bool recv_decoded(pcori_port_t *port, const pcori_wire_hdr_t *h,
+			 const uint8_t *payload, const void *msg, size_t len);
+
+bool pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
+{
+	pcori_wire_hdr_t h;
+	if (PCORI_UNLIKELY(test_drop(port)))
 		return true;
-	}
 	pcori_wire_limits_t lim = pcori_net.lim;
 	lim.nprocs = pcori_rt.nprocs; /* grows as processes join */
 	pcori_wire_err_t e = pcori_wire_decode(msg, len, &lim, &h);
@@ -2000,48 +2008,64 @@ bool pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 		}
 		return true;
 	}
-	if (PCORI_UNLIKELY(h.dst_pid != pcori_rt.pid)) {
-		forward(port, msg, len, &h);
+	return recv_decoded(port, &h, (const uint8_t *)msg + PCORI_WIRE_HDR_SIZE,
+			    msg, len);
+}
+
+bool pcori_port_recv_hdr(pcori_port_t *port, const pcori_wire_hdr_t *h,
+			 const void *payload)
+{
+	if (PCORI_UNLIKELY(test_drop(port)))
+		return true;
+	return recv_decoded(port, h, payload, NULL, 0);
+}
+
+/* msg/len: the whole frame as it came, if it did (forwarding needs it). */
+static bool recv_decoded(pcori_port_t *port, const pcori_wire_hdr_t *h,
+			 const uint8_t *payload, const void *msg, size_t len)
+{
+	if (PCORI_UNLIKELY(h->dst_pid != pcori_rt.pid)) {
+		if (msg) /* only whole frames travel on */
+			forward(port, msg, len, h);
 		return true;
 	}
-	pcori_peer_t *peer = pcori_peer_get(h.src_pid);
+	pcori_peer_t *peer = pcori_peer_get(h->src_pid);
 	if (!peer || atomic_load_explicit(&peer->state, memory_order_acquire) ==
 			     PCORI_PEER_LOST)
 		return true;
 	if (PCORI_UNLIKELY(!pcori_peer_route(peer)) && pcori_peer_ready(peer))
 		return true;
-	const uint8_t *payload = (const uint8_t *)msg + PCORI_WIRE_HDR_SIZE;
-	switch (h.type) {
+	switch (h->type) {
 	case PCORI_W_DATA:
-		if (h.flags & PCORI_WF_RNDV) {
-			rx_stream(port, peer, &h, payload);
+		if (h->flags & PCORI_WF_RNDV) {
+			rx_stream(port, peer, h, payload);
 		} else {
-			if (!rx_data(port, peer, &h, msg, len))
+			if (!rx_data(port, peer, h, payload))
 				return false;
-			replay(port, peer, h.src_thid);
+			replay(port, peer, h->src_thid);
 		}
 		break;
 	case PCORI_W_RTS:
-		rx_rts(port, peer, &h, msg, len);
-		replay(port, peer, h.src_thid);
+		rx_rts(port, peer, h, payload);
+		replay(port, peer, h->src_thid);
 		break;
 	case PCORI_W_ACK:
-		on_ack(peer, h.dst_thid, h.seq);
+		on_ack(peer, h->dst_thid, h->seq);
 		break;
 	case PCORI_W_NACK:
-		on_nack(port, peer, h.dst_thid, h.seq);
+		on_nack(port, peer, h->dst_thid, h->seq);
 		break;
 	case PCORI_W_FIN:
-		on_fin_frame(peer, h.dst_thid, h.cookie);
+		on_fin_frame(peer, h->dst_thid, h->cookie);
 		break;
 	case PCORI_W_FINACK:
-		on_finack(peer, h.cookie);
+		on_finack(peer, h->cookie);
 		break;
 	case PCORI_W_CTS:
-		on_cts(peer, h.dst_thid, h.cookie, h.frag_idx);
+		on_cts(peer, h->dst_thid, h->cookie, h->frag_idx);
 		break;
 	case PCORI_W_CTRL:
-		pcori_ctrl_recv(peer, &h, payload);
+		pcori_ctrl_recv(peer, h, payload);
 		break;
 	}
 	return true;

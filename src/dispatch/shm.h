@@ -30,7 +30,7 @@
 #include "../core/core.h"
 
 #define PCORI_SHM_MAGIC 0x316d6873726f6370ull /* "pcorshm1" */
-#define PCORI_SHM_VERSION 1
+#define PCORI_SHM_VERSION 2
 #define PCORI_SHM_LINE 64    /* records, counters: cache-line aligned */
 #define PCORI_SHM_PAGE 4096
 #define PCORI_SHM_REC_HDR 8  /* record header bytes */
@@ -39,6 +39,21 @@
 #define PCORI_SHM_REC_INLINE 1 /* the message follows the record header */
 #define PCORI_SHM_REC_CELLS 2  /* the message is in a run of sender cells */
 #define PCORI_SHM_REC_WRAP 3   /* skip to the start of the ring */
+#define PCORI_SHM_REC_FAST 4   /* a fast-path message: pcori_shm_fast_t,
+				  the ack cookie if it carries one, data */
+
+/*
+ * The fields of a fast-path message's pcor header that vary; the rest
+ * follow from the ring (sender), the segment (receiver, job key) and the
+ * record length.  With the record header it leaves 32 bytes of a cache
+ * line for data: a small message is one line.
+ */
+typedef struct pcori_shm_fast {
+	uint32_t src_thid, dst_thid;
+	int32_t tag;
+	uint32_t ctx, seq;
+	uint32_t flags; /* PCORI_WF_*; HAS_ACK: a u64 cookie follows */
+} pcori_shm_fast_t;
 
 /* Cell run marks (mark[first cell of a run]). */
 #define PCORI_SHM_MARK_IDLE 0u

@@ -121,6 +121,7 @@ int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
 	uint64_t plen;
 	switch (kind) {
 	case PCORI_SHM_REC_INLINE:
+	case PCORI_SHM_REC_FAST:
 		plen = len;
 		break;
 	case PCORI_SHM_REC_CELLS:
