@@ -26,6 +26,7 @@ typedef int MPI_Datatype;
 typedef int MPI_Op;
 typedef int MPI_Request;
 typedef int MPI_Errhandler;
+typedef int MPI_Info;
 typedef ptrdiff_t MPI_Aint;
 typedef long long MPI_Count;
 
@@ -113,6 +114,7 @@ typedef struct MPI_Status {
 #define MPI_UNDEFINED (-32766)
 #define MPI_IN_PLACE ((void *)-1)
 #define MPI_BOTTOM ((void *)0)
+#define MPI_INFO_NULL ((MPI_Info)0x1c000000)
 
 /* Thread levels. */
 #define MPI_THREAD_SINGLE 0
@@ -145,6 +147,15 @@ typedef struct MPI_Status {
 #define MPI_ERR_PENDING 18
 #define MPI_ERR_LASTCODE 0x3fffffff
 
+/* Keys of MPI_Comm_get_attr (predefined attributes only). */
+#define MPI_TAG_UB 0x64400001
+#define MPI_WTIME_IS_GLOBAL 0x64400003
+
+/* MPI_Comm_split_type: the processes that share a host. */
+#define MPI_COMM_TYPE_SHARED 1
+
+#define MPI_BSEND_OVERHEAD 0
+
 /* Environment. */
 int MPI_Init(int *argc, char ***argv);
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided);
@@ -173,7 +184,15 @@ int MPI_Comm_size(MPI_Comm comm, int *size);
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);
 int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result);
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key,
+			MPI_Comm *newcomm);
 int MPI_Comm_free(MPI_Comm *comm);
+int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val,
+		      int *flag);
+
+/* Memory (plain malloc: any memory can be sent). */
+int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr);
+int MPI_Free_mem(void *base);
 
 /* Datatypes. */
 int MPI_Type_size(MPI_Datatype datatype, int *size);
@@ -201,6 +220,19 @@ int MPI_Testall(int count, MPI_Request requests[], int *flag,
 int MPI_Waitany(int count, MPI_Request requests[], int *index,
 		MPI_Status *status);
 int MPI_Request_free(MPI_Request *request);
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag,
+	       MPI_Status *status);
+
+/*
+ * Buffered sends.  pcor copies what it still needs before a send returns,
+ * so the attached buffer only has to exist; MPI_Buffer_detach waits for
+ * the buffered sends still on their way.
+ */
+int MPI_Buffer_attach(void *buffer, int size);
+int MPI_Buffer_detach(void *buffer_addr, int *size);
+int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+	      int tag, MPI_Comm comm);
 
 /* Collectives (blocking). */
 int MPI_Barrier(MPI_Comm comm);

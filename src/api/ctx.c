@@ -63,3 +63,44 @@ PCOR_API int pcori_ctx_recv(int pid, int thid, int tag, uint32_t ctx,
 	return pcori_recv_post(PCORI_REQ_RECV_COPY, pid, thid, tag, ctx, buf,
 			       cap, &rep, h_p);
 }
+
+PCOR_API int pcori_ctx_probe(int pid, int thid, int tag, uint32_t ctx,
+			     pcor_msginfo_t *info_p)
+{
+	int rc = pcori_rt_check();
+	if (PCORI_UNLIKELY(rc))
+		return rc;
+	int self = pcori_self_thid();
+	if (PCORI_UNLIKELY(self < 0))
+		return PCOR_ERR_NOTATTACHED;
+	if (PCORI_UNLIKELY(pid != PCOR_ANY_PID &&
+			   (pid < 0 || pid >= pcori_rt.nprocs)))
+		return PCOR_ERR_BADPID;
+	if (PCORI_UNLIKELY(thid != PCOR_ANY_THID &&
+			   (thid < 0 || thid >= pcori_rt.max_threads)))
+		return PCOR_ERR_BADTHID;
+	if (PCORI_UNLIKELY(tag < PCOR_ANY_TAG))
+		return PCOR_ERR_BADTAG;
+	pcori_mq_t *mq = &pcori_msg.mqs[self];
+	int found = 0;
+	pcori_lock(&mq->lock);
+	pcori_list_t *pos;
+	pcori_list_foreach(pos, &mq->unexp)
+	{
+		const pcori_mcb_t *m = PCORI_CONTAINER_OF(pos, pcori_mcb_t,
+							  arrival);
+		const pcori_mkey_t *k = &m->hent.key;
+		if ((pid == PCOR_ANY_PID || pid == k->src_pid) &&
+		    (thid == PCOR_ANY_THID || thid == k->src_thid) &&
+		    (tag == PCOR_ANY_TAG || tag == k->tag) && k->ctx == ctx) {
+			if (info_p)
+				*info_p = (pcor_msginfo_t){
+					.pid = k->src_pid, .thid = k->src_thid,
+					.tag = k->tag, .size = m->size};
+			found = 1;
+			break;
+		}
+	}
+	pcori_unlock(&mq->lock);
+	return found;
+}

@@ -35,4 +35,17 @@ PCOR_API int pcori_ctx_recv(int pid, int thid, int tag, uint32_t ctx,
 			    void *buf, size_t cap, pcor_msginfo_t *info_p,
 			    pcor_handle_t *h_p);
 
+/*
+ * pcori_ctx_probe -- look, without taking it, for the oldest message in
+ * the calling thread's unexpected queue that a receive (pid, thid, tag,
+ * ctx) would match (wildcards allowed).  Messages still arriving count:
+ * their size is known from their first fragment.  Read-only, under the
+ * queue's lock, so only this thread's queue is touched.
+ *
+ * Returns 1 and fills *info_p (may be NULL) if one is there, 0 if not;
+ * PCOR_ERR_NOTATTACHED and the other statuses of pcori_ctx_recv.
+ */
+PCOR_API int pcori_ctx_probe(int pid, int thid, int tag, uint32_t ctx,
+			     pcor_msginfo_t *info_p);
+
 #endif /* PCOR_API_CTX_H */

@@ -326,6 +326,8 @@ static int raw_sendrecv(comm_t *c, uint32_t ctx, int dst, int tag,
 
 /* ----------------------------------------------------------- environment */
 
+static void bsend_fini(void);
+
 static int comm_new(void)
 {
 	for (int i = 0; i < g.ncomms; i++)
@@ -403,6 +405,7 @@ int MPI_Init(int *argc, char ***argv)
 int MPI_Finalize(void)
 {
 	CHECK_INIT("MPI_Finalize");
+	bsend_fini();
 	/* Nobody leaves while a peer may still send to it. */
 	MPI_Barrier(MPI_COMM_WORLD);
 	for (int i = 0; i < g.ncomms; i++) {
@@ -472,6 +475,9 @@ int MPI_Get_library_version(char *version, int *resultlen)
 
 int MPI_Get_processor_name(char *name, int *resultlen)
 {
+	if (!name || !resultlen)
+		return fail(MPI_COMM_WORLD, "MPI_Get_processor_name",
+			    MPI_ERR_ARG);
 	if (gethostname(name, MPI_MAX_PROCESSOR_NAME) != 0)
 		snprintf(name, MPI_MAX_PROCESSOR_NAME, "unknown");
 	name[MPI_MAX_PROCESSOR_NAME - 1] = '\0';
@@ -1351,4 +1357,193 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 	free(h);
 	err = pcor_class(rc);
 	return err ? fail(comm, "MPI_Alltoall", err) : MPI_SUCCESS;
+}
+
+/* ------------------------------------------------- probe, buffered sends */
+
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag,
+	       MPI_Status *status)
+{
+	CHECK_INIT("MPI_Iprobe");
+	comm_t *c = comm_get(comm);
+	int err = check_p2p(c, 0, MPI_BYTE, source, tag, true);
+	if (!err && !flag)
+		err = MPI_ERR_ARG;
+	if (err)
+		return fail(comm, "MPI_Iprobe", err);
+	if (source == MPI_PROC_NULL) {
+		*flag = 1;
+		status_set(status, c, NULL, MPI_SUCCESS, true);
+		return MPI_SUCCESS;
+	}
+	pcor_msginfo_t info;
+	int rc = pcori_ctx_probe(source == MPI_ANY_SOURCE ? PCOR_ANY_PID
+							  : c->pids[source],
+				 source == MPI_ANY_SOURCE ? PCOR_ANY_THID : 0,
+				 tag, c->ctx, &info);
+	if (rc < 0)
+		return fail(comm, "MPI_Iprobe", pcor_class(rc));
+	*flag = rc;
+	if (rc)
+		status_set(status, c, &info, MPI_SUCCESS, false);
+	return MPI_SUCCESS;
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
+{
+	int flag = 0, rc;
+	/* Messages arrive through pcor's dispatchers: look until one is in. */
+	while ((rc = MPI_Iprobe(source, tag, comm, &flag, status)) ==
+		       MPI_SUCCESS && !flag)
+		sched_yield();
+	return rc;
+}
+
+static struct {
+	void *buf;
+	int size;
+	pcor_handle_t *pending; /* buffered sends not yet accepted */
+	int npending, cap;
+} bs;
+
+/* Reap the buffered sends that have completed (or wait for all). */
+static void bsend_reap(bool all)
+{
+	int k = 0;
+	for (int i = 0; i < bs.npending; i++) {
+		int rc = pcor_handle_test(bs.pending[i],
+					  all ? PCOR_BLOCK : PCOR_NONBLOCK);
+		if (rc == PCOR_INPROGRESS)
+			bs.pending[k++] = bs.pending[i];
+	}
+	bs.npending = k;
+}
+
+static void bsend_fini(void)
+{
+	bsend_reap(true);
+	free(bs.pending);
+	memset(&bs, 0, sizeof(bs));
+}
+
+int MPI_Buffer_attach(void *buffer, int size)
+{
+	CHECK_INIT("MPI_Buffer_attach");
+	if (bs.buf || size < 0 || (!buffer && size))
+		return fail(MPI_COMM_WORLD, "MPI_Buffer_attach",
+			    bs.buf ? MPI_ERR_BUFFER : MPI_ERR_ARG);
+	bs.buf = buffer;
+	bs.size = size;
+	return MPI_SUCCESS;
+}
+
+int MPI_Buffer_detach(void *buffer_addr, int *size)
+{
+	CHECK_INIT("MPI_Buffer_detach");
+	bsend_reap(true);
+	*(void **)buffer_addr = bs.buf;
+	*size = bs.size;
+	bs.buf = NULL;
+	bs.size = 0;
+	return MPI_SUCCESS;
+}
+
+int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+	      int tag, MPI_Comm comm)
+{
+	CHECK_INIT("MPI_Bsend");
+	comm_t *c = comm_get(comm);
+	int err = check_p2p(c, count, datatype, dest, tag, false);
+	size_t len = err ? 0 : (size_t)count * type_size(datatype);
+	if (!err && (!bs.buf || len > (size_t)bs.size))
+		err = MPI_ERR_BUFFER; /* the standard asks for room */
+	if (err)
+		return fail(comm, "MPI_Bsend", err);
+	if (dest == MPI_PROC_NULL)
+		return MPI_SUCCESS;
+	bsend_reap(false);
+	if (bs.npending == bs.cap) {
+		int n = bs.cap ? 2 * bs.cap : 16;
+		pcor_handle_t *p = realloc(bs.pending, n * sizeof(*p));
+		if (!p)
+			return fail(comm, "MPI_Bsend", MPI_ERR_OTHER);
+		bs.pending = p;
+		bs.cap = n;
+	}
+	int rc;
+	do
+		rc = pcori_ctx_send(c->pids[dest], 0, tag, c->ctx, buf, len,
+				    &bs.pending[bs.npending]);
+	while (rc == PCOR_ERR_AGAIN);
+	if (rc)
+		return fail(comm, "MPI_Bsend", pcor_class(rc));
+	bs.npending++;
+	return MPI_SUCCESS;
+}
+
+/* --------------------------------------- split_type, attributes, memory */
+
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key,
+			MPI_Comm *newcomm)
+{
+	CHECK_INIT("MPI_Comm_split_type");
+	comm_t *c = comm_get(comm);
+	if (!c)
+		return fail(comm, "MPI_Comm_split_type", MPI_ERR_COMM);
+	if (split_type == MPI_UNDEFINED)
+		return MPI_Comm_split(comm, MPI_UNDEFINED, key, newcomm);
+	if (split_type != MPI_COMM_TYPE_SHARED)
+		return fail(comm, "MPI_Comm_split_type", MPI_ERR_ARG);
+	/* Colour: the lowest world pid of this communicator on our host. */
+	pcor_proc_info_t me, other;
+	if (pcor_proc_info(g.pid, &me) != PCOR_OK)
+		return fail(comm, "MPI_Comm_split_type", MPI_ERR_INTERN);
+	int color = g.pid;
+	for (int r = 0; r < c->size; r++) {
+		int rc = pcor_proc_info(c->pids[r], &other);
+		if (rc == PCOR_OK && !strcmp(other.host, me.host)) {
+			color = c->pids[r] < color ? c->pids[r] : color;
+			break;
+		}
+	}
+	return MPI_Comm_split(comm, color, key, newcomm);
+}
+
+int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val,
+		      int *flag)
+{
+	CHECK_INIT("MPI_Comm_get_attr");
+	static int tag_ub = TAG_UB, wtime_global = 0;
+	if (!comm_get(comm))
+		return fail(comm, "MPI_Comm_get_attr", MPI_ERR_COMM);
+	*flag = 1;
+	switch (comm_keyval) {
+	case MPI_TAG_UB:
+		*(int **)attribute_val = &tag_ub;
+		break;
+	case MPI_WTIME_IS_GLOBAL:
+		*(int **)attribute_val = &wtime_global;
+		break;
+	default:
+		*flag = 0;
+	}
+	return MPI_SUCCESS;
+}
+
+int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr)
+{
+	(void)info;
+	if (size < 0)
+		return fail(MPI_COMM_WORLD, "MPI_Alloc_mem", MPI_ERR_ARG);
+	void *p = malloc(size ? (size_t)size : 1);
+	if (!p)
+		return fail(MPI_COMM_WORLD, "MPI_Alloc_mem", MPI_ERR_OTHER);
+	*(void **)baseptr = p;
+	return MPI_SUCCESS;
+}
+
+int MPI_Free_mem(void *base)
+{
+	free(base);
+	return MPI_SUCCESS;
 }

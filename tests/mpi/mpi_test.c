@@ -138,6 +138,43 @@ static void test_p2p(void)
 	CHECK(flag && v2[0] == prev);
 }
 
+/* Probe, Iprobe, Bsend. */
+static void test_probe(void)
+{
+	MPI_Status st;
+	int flag, cnt;
+	if (size >= 2 && rank == 0) {
+		double d[6] = {1, 2, 3, 4, 5, 6};
+		char *bb;
+		int bsz = 1 << 16;
+		OK(MPI_Alloc_mem(bsz, MPI_INFO_NULL, &bb));
+		OK(MPI_Buffer_attach(bb, bsz));
+		OK(MPI_Bsend(d, 6, MPI_DOUBLE, 1, 21, MPI_COMM_WORLD));
+		void *back;
+		int bsz2;
+		OK(MPI_Buffer_detach(&back, &bsz2));
+		CHECK(back == bb && bsz2 == bsz);
+		OK(MPI_Free_mem(bb));
+	} else if (size >= 2 && rank == 1) {
+		/* Nothing with tag 22 is ever sent: Iprobe says so. */
+		OK(MPI_Iprobe(0, 22, MPI_COMM_WORLD, &flag, &st));
+		CHECK(!flag);
+		OK(MPI_Probe(MPI_ANY_SOURCE, 21, MPI_COMM_WORLD, &st));
+		CHECK(st.MPI_SOURCE == 0 && st.MPI_TAG == 21);
+		OK(MPI_Get_count(&st, MPI_DOUBLE, &cnt));
+		CHECK(cnt == 6);
+		/* Probing leaves the message for the receive. */
+		OK(MPI_Iprobe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st));
+		CHECK(flag && st.MPI_TAG == 21);
+		double d[6];
+		OK(MPI_Recv(d, 6, MPI_DOUBLE, 0, 21, MPI_COMM_WORLD, &st));
+		CHECK(d[0] == 1 && d[5] == 6);
+		OK(MPI_Iprobe(0, 21, MPI_COMM_WORLD, &flag, &st));
+		CHECK(!flag);
+	}
+	OK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
 static void test_comm(void)
 {
 	MPI_Comm dup, half;
@@ -200,6 +237,24 @@ static void test_comm(void)
 
 	OK(MPI_Comm_size(MPI_COMM_SELF, &s));
 	CHECK(s == 1);
+
+	/* pcorrun puts every process on this host: one shared group. */
+	MPI_Comm node;
+	OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
+			       &node));
+	OK(MPI_Comm_size(node, &s));
+	OK(MPI_Comm_rank(node, &r));
+	CHECK(s == size && r == rank);
+	OK(MPI_Comm_free(&node));
+
+	int *ub, flag;
+	OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
+	CHECK(flag && *ub >= 32767);
+	/* The largest tag works. */
+	int v = rank, w = -1;
+	OK(MPI_Sendrecv(&v, 1, MPI_INT, rank, *ub, &w, 1, MPI_INT, rank, *ub,
+			MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+	CHECK(w == rank);
 }
 
 /* Reference result of op over v(0..size-1), v(r) = r + 1 + k. */
@@ -349,6 +404,10 @@ static void test_errors(void)
 	CLASS(MPI_Bcast(&x, 1, MPI_INT, size, MPI_COMM_WORLD), MPI_ERR_ROOT);
 	MPI_Request bad = (MPI_Request)0x2c00ffff;
 	CLASS(MPI_Wait(&bad, MPI_STATUS_IGNORE), MPI_ERR_REQUEST);
+	CLASS(MPI_Send(&x, 1, MPI_INT, 0, (1 << 30), MPI_COMM_WORLD),
+	      MPI_ERR_TAG);
+	CLASS(MPI_Bsend(&x, 1, MPI_INT, 0, 0, MPI_COMM_WORLD),
+	      MPI_ERR_BUFFER); /* no buffer attached */
 	char msg[MPI_MAX_ERROR_STRING];
 	int len;
 	OK(MPI_Error_string(MPI_ERR_RANK, msg, &len));
@@ -378,6 +437,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(c, "p2p") || !strcmp(c, "all"))
 		test_p2p();
+	if (!strcmp(c, "p2p") || !strcmp(c, "all"))
+		test_probe();
 	if (!strcmp(c, "comm") || !strcmp(c, "all"))
 		test_comm();
 	if (!strcmp(c, "coll") || !strcmp(c, "all"))
