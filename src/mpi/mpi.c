@@ -189,10 +189,20 @@ typedef struct { long v; int i; } pair_li;
 				b[k] = a[k];                              \
 	} while (0)
 
+/* User operations: 0x58000100 + index. */
+#define USER_OP0 0x58000100
+#define MAX_USER_OPS 64
+static MPI_User_function *user_ops[MAX_USER_OPS];
+
 /* inout[k] = in[k] op inout[k]; in is the lower rank's contribution. */
 static int op_apply(MPI_Op op, MPI_Datatype t, const void *in, void *inout,
 		    size_t n)
 {
+	if (op >= USER_OP0 && op < USER_OP0 + MAX_USER_OPS) {
+		int len = (int)n;
+		user_ops[op - USER_OP0]((void *)in, inout, &len, &t);
+		return MPI_SUCCESS;
+	}
 	if (op == MPI_MAXLOC || op == MPI_MINLOC) {
 		bool mx = op == MPI_MAXLOC;
 		switch (t) {
@@ -267,7 +277,10 @@ static int op_apply(MPI_Op op, MPI_Datatype t, const void *in, void *inout,
 
 static bool op_ok(MPI_Op op)
 {
-	return op >= MPI_MAX && op <= MPI_MAXLOC;
+	if (op >= MPI_MAX && op <= MPI_MAXLOC)
+		return true;
+	return op >= USER_OP0 && op < USER_OP0 + MAX_USER_OPS &&
+	       user_ops[op - USER_OP0];
 }
 
 /* --------------------------------------------------- pcor send / receive */
@@ -1546,4 +1559,320 @@ int MPI_Free_mem(void *base)
 {
 	free(base);
 	return MPI_SUCCESS;
+}
+
+/* ------------------------------------------- v-collectives, scans, ops */
+
+int MPI_Op_create(MPI_User_function *user_fn, int commute, MPI_Op *op)
+{
+	(void)commute; /* every reduction here folds in rank order */
+	for (int i = 0; i < MAX_USER_OPS; i++)
+		if (!user_ops[i]) {
+			user_ops[i] = user_fn;
+			*op = USER_OP0 + i;
+			return MPI_SUCCESS;
+		}
+	return fail(MPI_COMM_WORLD, "MPI_Op_create", MPI_ERR_OTHER);
+}
+
+int MPI_Op_free(MPI_Op *op)
+{
+	if (!op || *op < USER_OP0 || *op >= USER_OP0 + MAX_USER_OPS ||
+	    !user_ops[*op - USER_OP0])
+		return fail(MPI_COMM_WORLD, "MPI_Op_free", MPI_ERR_OP);
+	user_ops[*op - USER_OP0] = NULL;
+	*op = MPI_OP_NULL;
+	return MPI_SUCCESS;
+}
+
+static int check_counts(comm_t *c, const int *counts, const int *displs)
+{
+	if (!counts || !displs)
+		return MPI_ERR_ARG;
+	for (int r = 0; r < c->size; r++)
+		if (counts[r] < 0)
+			return MPI_ERR_COUNT;
+	return MPI_SUCCESS;
+}
+
+int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+		void *recvbuf, const int recvcounts[], const int displs[],
+		MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+	CHECK_INIT("MPI_Gatherv");
+	comm_t *c = comm_get(comm);
+	int err = check_coll(c, sendbuf == MPI_IN_PLACE ? 0 : sendcount,
+			     sendbuf == MPI_IN_PLACE ? MPI_BYTE : sendtype);
+	if (!err && (root < 0 || root >= c->size))
+		err = MPI_ERR_ROOT;
+	if (!err && c->rank == root) {
+		err = check_coll(c, 0, recvtype);
+		if (!err)
+			err = check_counts(c, recvcounts, displs);
+	}
+	if (err)
+		return fail(comm, "MPI_Gatherv", err);
+	if (c->rank != root) {
+		err = pcor_class(raw_send(c, c->ctx + 1, root, T_GATHER,
+					  sendbuf, (size_t)sendcount *
+						   type_size(sendtype)));
+		return err ? fail(comm, "MPI_Gatherv", err) : MPI_SUCCESS;
+	}
+	size_t ts = type_size(recvtype);
+	for (int r = 0; r < c->size && !err; r++) {
+		char *dst = (char *)recvbuf + (size_t)displs[r] * ts;
+		size_t len = (size_t)recvcounts[r] * ts;
+		if (r == root) {
+			if (sendbuf != MPI_IN_PLACE)
+				memmove(dst, sendbuf, len);
+			continue;
+		}
+		err = pcor_class(raw_recv(c, c->ctx + 1, r, T_GATHER, dst, len,
+					  NULL));
+	}
+	return err ? fail(comm, "MPI_Gatherv", err) : MPI_SUCCESS;
+}
+
+int MPI_Scatterv(const void *sendbuf, const int sendcounts[],
+		 const int displs[], MPI_Datatype sendtype, void *recvbuf,
+		 int recvcount, MPI_Datatype recvtype, int root,
+		 MPI_Comm comm)
+{
+	CHECK_INIT("MPI_Scatterv");
+	comm_t *c = comm_get(comm);
+	int err = check_coll(c, recvbuf == MPI_IN_PLACE ? 0 : recvcount,
+			     recvbuf == MPI_IN_PLACE ? MPI_BYTE : recvtype);
+	if (!err && (root < 0 || root >= c->size))
+		err = MPI_ERR_ROOT;
+	if (!err && c->rank == root) {
+		err = check_coll(c, 0, sendtype);
+		if (!err)
+			err = check_counts(c, sendcounts, displs);
+	}
+	if (err)
+		return fail(comm, "MPI_Scatterv", err);
+	if (c->rank != root) {
+		err = pcor_class(raw_recv(c, c->ctx + 1, root, T_SCATTER,
+					  recvbuf, (size_t)recvcount *
+						   type_size(recvtype), NULL));
+		return err ? fail(comm, "MPI_Scatterv", err) : MPI_SUCCESS;
+	}
+	size_t ts = type_size(sendtype);
+	for (int r = 0; r < c->size && !err; r++) {
+		const char *src = (const char *)sendbuf + (size_t)displs[r] * ts;
+		size_t len = (size_t)sendcounts[r] * ts;
+		if (r == root) {
+			if (recvbuf != MPI_IN_PLACE)
+				memmove(recvbuf, src, len);
+			continue;
+		}
+		err = pcor_class(raw_send(c, c->ctx + 1, r, T_SCATTER, src,
+					  len));
+	}
+	return err ? fail(comm, "MPI_Scatterv", err) : MPI_SUCCESS;
+}
+
+int MPI_Allgatherv(const void *sendbuf, int sendcount,
+		   MPI_Datatype sendtype, void *recvbuf,
+		   const int recvcounts[], const int displs[],
+		   MPI_Datatype recvtype, MPI_Comm comm)
+{
+	CHECK_INIT("MPI_Allgatherv");
+	comm_t *c = comm_get(comm);
+	int err = check_coll(c, 0, recvtype);
+	if (!err)
+		err = check_counts(c, recvcounts, displs);
+	if (err)
+		return fail(comm, "MPI_Allgatherv", err);
+	size_t ts = type_size(recvtype);
+	const void *mine = sendbuf;
+	if (sendbuf == MPI_IN_PLACE)
+		mine = (char *)recvbuf + (size_t)displs[c->rank] * ts;
+	/* Everyone gathers to 0, then 0 sends each block to all. */
+	int rc = MPI_Gatherv(c->rank == 0 ? MPI_IN_PLACE : mine,
+			     c->rank == 0 ? 0 : recvcounts[c->rank], recvtype,
+			     recvbuf, recvcounts, displs, recvtype, 0, comm);
+	if (rc)
+		return rc;
+	if (c->rank == 0 && mine != (char *)recvbuf + (size_t)displs[0] * ts)
+		memmove((char *)recvbuf + (size_t)displs[0] * ts, mine,
+			(size_t)recvcounts[0] * ts);
+	for (int r = 0; r < c->size && !err; r++)
+		err = bcast_c(c, (char *)recvbuf + (size_t)displs[r] * ts,
+			      (size_t)recvcounts[r] * ts, 0);
+	(void)sendcount;
+	(void)sendtype;
+	return err ? fail(comm, "MPI_Allgatherv", err) : MPI_SUCCESS;
+}
+
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
+		  const int sdispls[], MPI_Datatype sendtype, void *recvbuf,
+		  const int recvcounts[], const int rdispls[],
+		  MPI_Datatype recvtype, MPI_Comm comm)
+{
+	CHECK_INIT("MPI_Alltoallv");
+	comm_t *c = comm_get(comm);
+	int err = check_coll(c, 0, recvtype);
+	if (!err)
+		err = check_coll(c, 0, sendtype);
+	if (!err)
+		err = check_counts(c, recvcounts, rdispls);
+	if (!err)
+		err = check_counts(c, sendcounts, sdispls);
+	if (err)
+		return fail(comm, "MPI_Alltoallv", err);
+	size_t rs = type_size(recvtype), ss = type_size(sendtype);
+	int n = c->size, rc = PCOR_OK;
+	pcor_handle_t *h = calloc(n, sizeof(*h));
+	if (!h)
+		return fail(comm, "MPI_Alltoallv", MPI_ERR_OTHER);
+	for (int k = 1; k < n && !rc; k++) {
+		int r = (c->rank - k + n) % n;
+		do
+			rc = pcori_ctx_recv(c->pids[r], 0, T_ALLTOALL,
+					    c->ctx + 1,
+					    (char *)recvbuf +
+						    (size_t)rdispls[r] * rs,
+					    (size_t)recvcounts[r] * rs, NULL,
+					    &h[r]);
+		while (rc == PCOR_ERR_AGAIN);
+	}
+	memmove((char *)recvbuf + (size_t)rdispls[c->rank] * rs,
+		(const char *)sendbuf + (size_t)sdispls[c->rank] * ss,
+		(size_t)sendcounts[c->rank] * ss);
+	for (int k = 1; k < n && !rc; k++) {
+		int r = (c->rank + k) % n;
+		rc = raw_send(c, c->ctx + 1, r, T_ALLTOALL,
+			      (const char *)sendbuf + (size_t)sdispls[r] * ss,
+			      (size_t)sendcounts[r] * ss);
+	}
+	for (int k = 1; k < n; k++) {
+		int r2 = pcor_handle_test(h[(c->rank - k + n) % n], PCOR_BLOCK);
+		if (!rc)
+			rc = r2;
+	}
+	free(h);
+	err = pcor_class(rc);
+	return err ? fail(comm, "MPI_Alltoallv", err) : MPI_SUCCESS;
+}
+
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf,
+			     int recvcount, MPI_Datatype datatype, MPI_Op op,
+			     MPI_Comm comm)
+{
+	CHECK_INIT("MPI_Reduce_scatter_block");
+	comm_t *c = comm_get(comm);
+	int err = check_coll(c, recvcount, datatype);
+	if (!err && !op_ok(op))
+		err = MPI_ERR_OP;
+	if (err)
+		return fail(comm, "MPI_Reduce_scatter_block", err);
+	size_t len = (size_t)recvcount * type_size(datatype);
+	char *full = malloc(len * c->size + 1);
+	if (!full)
+		return fail(comm, "MPI_Reduce_scatter_block", MPI_ERR_OTHER);
+	const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+	err = reduce_c(c, in, full, recvcount * c->size, datatype, op, 0);
+	if (!err)
+		err = MPI_Scatter(full, recvcount, datatype, recvbuf, recvcount,
+				  datatype, 0, comm);
+	free(full);
+	return err ? fail(comm, "MPI_Reduce_scatter_block", err)
+		   : MPI_SUCCESS;
+}
+
+int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
+		       const int recvcounts[], MPI_Datatype datatype,
+		       MPI_Op op, MPI_Comm comm)
+{
+	CHECK_INIT("MPI_Reduce_scatter");
+	comm_t *c = comm_get(comm);
+	int err = check_coll(c, 0, datatype);
+	if (!err && !op_ok(op))
+		err = MPI_ERR_OP;
+	int *displs = err ? NULL : malloc(c->size * sizeof(int));
+	if (!err && !displs)
+		err = MPI_ERR_OTHER;
+	int total = 0;
+	for (int r = 0; !err && r < c->size; r++) {
+		if (recvcounts[r] < 0)
+			err = MPI_ERR_COUNT;
+		displs[r] = total;
+		total += recvcounts[r];
+	}
+	if (err) {
+		free(displs);
+		return fail(comm, "MPI_Reduce_scatter", err);
+	}
+	size_t ts = type_size(datatype);
+	char *full = malloc((size_t)total * ts + 1);
+	const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+	err = full ? reduce_c(c, in, full, total, datatype, op, 0)
+		   : MPI_ERR_OTHER;
+	if (!err)
+		err = MPI_Scatterv(full, recvcounts, displs, datatype, recvbuf,
+				   recvcounts[c->rank], datatype, 0, comm);
+	free(full);
+	free(displs);
+	return err ? fail(comm, "MPI_Reduce_scatter", err) : MPI_SUCCESS;
+}
+
+/*
+ * Inclusive (Scan) or exclusive (Exscan) prefix reduction along a chain:
+ * rank r gets the prefix of ranks < r from r - 1 and passes its own on.
+ */
+static int scan_c(const char *fn, const void *sendbuf, void *recvbuf,
+		  int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+		  bool excl)
+{
+	CHECK_INIT(fn);
+	comm_t *c = comm_get(comm);
+	int err = check_coll(c, count, t);
+	if (!err && !op_ok(op))
+		err = MPI_ERR_OP;
+	if (err)
+		return fail(comm, fn, err);
+	size_t len = (size_t)count * type_size(t);
+	char *acc = malloc(len + 1), *prev = malloc(len + 1);
+	if (!acc || !prev) {
+		free(acc);
+		free(prev);
+		return fail(comm, fn, MPI_ERR_OTHER);
+	}
+	memcpy(acc, sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, len);
+	int rc = PCOR_OK;
+	if (c->rank > 0) {
+		rc = raw_recv(c, c->ctx + 1, c->rank - 1, T_REDUCE + 16, prev,
+			      len, NULL);
+		if (!rc)
+			err = op_apply(op, t, prev, acc, count);
+	}
+	if (!rc && !err && c->rank + 1 < c->size)
+		rc = raw_send(c, c->ctx + 1, c->rank + 1, T_REDUCE + 16, acc,
+			      len);
+	if (!rc && !err) {
+		if (!excl)
+			memcpy(recvbuf, acc, len);
+		else if (c->rank > 0)
+			memcpy(recvbuf, prev, len);
+	}
+	free(acc);
+	free(prev);
+	if (!err)
+		err = pcor_class(rc);
+	return err ? fail(comm, fn, err) : MPI_SUCCESS;
+}
+
+int MPI_Scan(const void *sendbuf, void *recvbuf, int count,
+	     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+{
+	return scan_c("MPI_Scan", sendbuf, recvbuf, count, datatype, op, comm,
+		      false);
+}
+
+int MPI_Exscan(const void *sendbuf, void *recvbuf, int count,
+	       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+{
+	return scan_c("MPI_Exscan", sendbuf, recvbuf, count, datatype, op,
+		      comm, true);
 }

@@ -377,6 +377,112 @@ static void test_coll(void)
 	OK(MPI_Barrier(MPI_COMM_WORLD));
 }
 
+/* A non-commutative user op: 2x2 matrix product, rank order matters. */
+static void matmul(void *in, void *inout, int *len, MPI_Datatype *t)
+{
+	(void)t;
+	int *a = in, *b = inout;
+	for (int k = 0; k < *len / 4; k++, a += 4, b += 4) {
+		int r[4] = {a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3],
+			    a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3]};
+		memcpy(b, r, sizeof(r));
+	}
+}
+
+static void test_coll_v(void)
+{
+	/* Rank r contributes r + 1 ints of value r. */
+	int *cnt = malloc(size * sizeof(int)), *dsp = malloc(size * sizeof(int));
+	int total = 0;
+	for (int r = 0; r < size; r++) {
+		cnt[r] = r + 1;
+		dsp[r] = total;
+		total += r + 1;
+	}
+	int *mine = malloc((rank + 1) * sizeof(int));
+	int *all = malloc(total * sizeof(int));
+	CHECK(cnt && dsp && mine && all);
+	for (int i = 0; i <= rank; i++)
+		mine[i] = rank;
+	memset(all, 0xff, total * sizeof(int));
+	OK(MPI_Gatherv(mine, rank + 1, MPI_INT, all, cnt, dsp, MPI_INT, 0,
+		       MPI_COMM_WORLD));
+	if (rank == 0)
+		for (int r = 0; r < size; r++)
+			for (int i = 0; i <= r; i++)
+				CHECK(all[dsp[r] + i] == r);
+	memset(all, 0xff, total * sizeof(int));
+	OK(MPI_Allgatherv(mine, rank + 1, MPI_INT, all, cnt, dsp, MPI_INT,
+			  MPI_COMM_WORLD));
+	for (int r = 0; r < size; r++)
+		for (int i = 0; i <= r; i++)
+			CHECK(all[dsp[r] + i] == r);
+	for (int i = 0; i < total; i++)
+		all[i] = i;
+	OK(MPI_Scatterv(all, cnt, dsp, MPI_INT, mine, rank + 1, MPI_INT, 0,
+			MPI_COMM_WORLD));
+	for (int i = 0; i <= rank; i++)
+		CHECK(mine[i] == dsp[rank] + i);
+
+	/* Alltoallv: to rank d, rank s sends d + 1 ints of s * 100 + d. */
+	int *sc = malloc(size * sizeof(int)), *sd = malloc(size * sizeof(int));
+	int *rc = malloc(size * sizeof(int)), *rd = malloc(size * sizeof(int));
+	int *sb = malloc(total * sizeof(int)), *rb = malloc(size * (rank + 1) *
+							    sizeof(int));
+	CHECK(sc && sd && rc && rd && sb && rb);
+	for (int d = 0; d < size; d++) {
+		sc[d] = d + 1;
+		sd[d] = dsp[d];
+		for (int i = 0; i <= d; i++)
+			sb[dsp[d] + i] = rank * 100 + d;
+		rc[d] = rank + 1;
+		rd[d] = d * (rank + 1);
+	}
+	OK(MPI_Alltoallv(sb, sc, sd, MPI_INT, rb, rc, rd, MPI_INT,
+			 MPI_COMM_WORLD));
+	for (int s2 = 0; s2 < size; s2++)
+		for (int i = 0; i <= rank; i++)
+			CHECK(rb[rd[s2] + i] == s2 * 100 + rank);
+
+	/* Reduce_scatter(_block), Scan, Exscan with SUM. */
+	int *v = malloc(total * sizeof(int));
+	CHECK(v);
+	for (int i = 0; i < total; i++)
+		v[i] = i + rank;
+	int out[64];
+	CHECK(rank + 1 <= 64);
+	OK(MPI_Reduce_scatter(v, out, cnt, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+	for (int i = 0; i <= rank; i++)
+		CHECK(out[i] == size * (dsp[rank] + i) + size * (size - 1) / 2);
+	OK(MPI_Reduce_scatter_block(v, out, 1, MPI_INT, MPI_MAX,
+				    MPI_COMM_WORLD));
+	CHECK(out[0] == rank + size - 1);
+	int x = rank + 1, sc1, ex = -1;
+	OK(MPI_Scan(&x, &sc1, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+	CHECK(sc1 == (rank + 1) * (rank + 2) / 2);
+	OK(MPI_Exscan(&x, &ex, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+	CHECK(rank == 0 ? ex == -1 : ex == rank * (rank + 1) / 2);
+
+	/* User op, not commutative: M0 * M1 * ... with Mr = [[1,r+1],[1,0]]. */
+	MPI_Op mm;
+	OK(MPI_Op_create(matmul, 0, &mm));
+	int m[4] = {1, rank + 1, 1, 0}, res[4], want[4] = {1, 1, 1, 0};
+	OK(MPI_Allreduce(m, res, 4, MPI_INT, mm, MPI_COMM_WORLD));
+	for (int r = 1; r < size; r++) {
+		int mr[4] = {1, r + 1, 1, 0}, len = 4;
+		int lhs[4];
+		memcpy(lhs, want, sizeof(lhs));
+		memcpy(want, mr, sizeof(want));
+		matmul(lhs, want, &len, NULL);
+	}
+	CHECK(!memcmp(res, want, sizeof(want)));
+	OK(MPI_Op_free(&mm));
+	CHECK(mm == MPI_OP_NULL);
+	free(v);
+	free(sc); free(sd); free(rc); free(rd); free(sb); free(rb);
+	free(cnt); free(dsp); free(mine); free(all);
+}
+
 static void test_errors(void)
 {
 	int x = 0, cls;
@@ -443,6 +549,8 @@ int main(int argc, char **argv)
 		test_comm();
 	if (!strcmp(c, "coll") || !strcmp(c, "all"))
 		test_coll();
+	if (!strcmp(c, "coll") || !strcmp(c, "all"))
+		test_coll_v();
 	if (!strcmp(c, "errors") || !strcmp(c, "all"))
 		test_errors();
 	double t = MPI_Wtime();
