@@ -1342,7 +1342,7 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 	size_t len = (size_t)recvcount * type_size(recvtype);
 	size_t slen = (size_t)sendcount * type_size(sendtype);
 	int n = c->size;
-	pcor_handle_t *h = calloc(n, sizeof(*h));
+	pcor_handle_t *h = calloc((unsigned)n, sizeof(*h));
 	if (!h)
 		return fail(comm, "MPI_Alltoall", MPI_ERR_OTHER);
 	int rc = PCOR_OK;
@@ -1723,7 +1723,7 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
 		return fail(comm, "MPI_Alltoallv", err);
 	size_t rs = type_size(recvtype), ss = type_size(sendtype);
 	int n = c->size, rc = PCOR_OK;
-	pcor_handle_t *h = calloc(n, sizeof(*h));
+	pcor_handle_t *h = calloc((unsigned)n, sizeof(*h));
 	if (!h)
 		return fail(comm, "MPI_Alltoallv", MPI_ERR_OTHER);
 	for (int k = 1; k < n && !rc; k++) {
