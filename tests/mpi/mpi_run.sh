@@ -5,8 +5,10 @@
 #           and stderr names the call, the rank and the error class
 #   pcorcc  pcorcc --showme prints the flags; a program that includes
 #           <mpi.h> builds with pcorcc and runs under pcorrun -n 2
+#   mpirun  the test program under Open MPI's mpirun (PMIx bootstrap)
+# Exit 77 means skipped, with the reason on stdout.
 set -u
-case_=$1 pcorrun=$2 app=$3 pcorcc=$4
+case_=$1 pcorrun=$2 app=$3 pcorcc=$4 pmix=${5:-nopmix}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -47,6 +49,23 @@ EOC
 		fail "hello under pcorrun -n 2 failed"
 	grep -q "rank 0 of 2 sum 1" "$tmp/out" &&
 		grep -q "rank 1 of 2 sum 1" "$tmp/out" || fail "wrong output"
+	;;
+mpirun)
+	mpirun=$(command -v mpirun.openmpi || command -v mpirun) ||
+		{ echo "SKIP: Open MPI's mpirun is not installed"; exit 77; }
+	[ "$pmix" = pmix ] ||
+		{ echo "SKIP: pcor was built without PMIx"; exit 77; }
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+	# libpmix keeps a few bytes for good; sanitizer builds would object.
+	supp="$(cd "$(dirname "$0")/../naming" && pwd)/lsan.supp"
+	export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$supp"
+	unset PCOR_JOB_SIZE PCOR_JOB_PID PCOR_JOB_KEY PCOR_AGENT_ADDR
+	timeout -k 5 60 "$mpirun" --oversubscribe -n 1 true >"$tmp/out" 2>&1 ||
+		{ echo "SKIP: mpirun cannot start here: $(head -c 300 "$tmp/out")"
+		  exit 77; }
+	timeout -k 5 120 "$mpirun" --oversubscribe -n 3 "$app" all \
+		>"$tmp/out" 2>"$tmp/err" || fail "mpi_test under mpirun failed"
+	grep -q "mpi_test all: 3 ranks ok" "$tmp/out" || fail "wrong output"
 	;;
 *) echo "unknown case $case_"; exit 2 ;;
 esac
