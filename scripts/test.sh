@@ -64,7 +64,7 @@ EXTRA=("$@")
 # of times, from pcor_finalize.  Those reports are off; races still fail.
 export TSAN_OPTIONS="report_signal_unsafe=0${TSAN_OPTIONS:+ $TSAN_OPTIONS}"
 MULT=1 build_and_test release "" -Dbuildtype=release -Dwerror=true
-san_suites="unit integration stress"
+san_suites="unit integration stress mpi"
 MULT=4 build_and_test asan "$san_suites" -Dbuildtype=debugoptimized \
   -Db_sanitize=address,undefined -Db_lundef=false -Dbench=false -Dwerror=true
 MULT=6 build_and_test tsan "$san_suites" -Dbuildtype=debugoptimized \

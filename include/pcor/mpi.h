@@ -1,0 +1,294 @@
+/*
+ * mpi.h -- the MPI subset that pcor's shim (libpcor_mpi) implements.
+ *
+ * An MPI rank is one pcor process; MPI calls are made by the thread that
+ * called MPI_Init (pcor thread 0), so the shim provides
+ * MPI_THREAD_FUNNELED.  Handles are integers in MPICH's style.  Only what
+ * is implemented is declared here: a program that compiles against this
+ * header links against libpcor_mpi.  Build with tools/pcorcc and run with
+ * pcorrun -n N (or Open MPI's mpirun through PMIx).  See docs/mpi.md.
+ */
+#ifndef PCOR_MPI_H
+#define PCOR_MPI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MPI_VERSION 3
+#define MPI_SUBVERSION 1
+
+typedef int MPI_Comm;
+typedef int MPI_Datatype;
+typedef int MPI_Op;
+typedef int MPI_Request;
+typedef int MPI_Errhandler;
+typedef int MPI_Info;
+typedef ptrdiff_t MPI_Aint;
+typedef long long MPI_Count;
+
+/* The first three fields are the standard's; the rest are private. */
+typedef struct MPI_Status {
+	int MPI_SOURCE;
+	int MPI_TAG;
+	int MPI_ERROR;
+	int pcor_cancelled_;
+	size_t pcor_bytes_;
+} MPI_Status;
+
+#define MPI_STATUS_IGNORE ((MPI_Status *)0)
+#define MPI_STATUSES_IGNORE ((MPI_Status *)0)
+
+/* Communicators. */
+#define MPI_COMM_NULL ((MPI_Comm)0x04000000)
+#define MPI_COMM_WORLD ((MPI_Comm)0x44000000)
+#define MPI_COMM_SELF ((MPI_Comm)0x44000001)
+
+/* Results of MPI_Comm_compare. */
+#define MPI_IDENT 0
+#define MPI_CONGRUENT 1
+#define MPI_SIMILAR 2
+#define MPI_UNEQUAL 3
+
+/* Predefined datatypes: 0x4c000000 | size << 8 | index. */
+#define MPI_DATATYPE_NULL ((MPI_Datatype)0x0c000000)
+#define MPI_CHAR ((MPI_Datatype)0x4c000101)
+#define MPI_SIGNED_CHAR ((MPI_Datatype)0x4c000102)
+#define MPI_UNSIGNED_CHAR ((MPI_Datatype)0x4c000103)
+#define MPI_BYTE ((MPI_Datatype)0x4c000104)
+#define MPI_SHORT ((MPI_Datatype)0x4c000205)
+#define MPI_UNSIGNED_SHORT ((MPI_Datatype)0x4c000206)
+#define MPI_INT ((MPI_Datatype)0x4c000407)
+#define MPI_UNSIGNED ((MPI_Datatype)0x4c000408)
+#define MPI_LONG ((MPI_Datatype)0x4c000809)
+#define MPI_UNSIGNED_LONG ((MPI_Datatype)0x4c00080a)
+#define MPI_LONG_LONG ((MPI_Datatype)0x4c00080b)
+#define MPI_LONG_LONG_INT MPI_LONG_LONG
+#define MPI_UNSIGNED_LONG_LONG ((MPI_Datatype)0x4c00080c)
+#define MPI_FLOAT ((MPI_Datatype)0x4c00040d)
+#define MPI_DOUBLE ((MPI_Datatype)0x4c00080e)
+#define MPI_INT8_T ((MPI_Datatype)0x4c00010f)
+#define MPI_UINT8_T ((MPI_Datatype)0x4c000110)
+#define MPI_INT16_T ((MPI_Datatype)0x4c000211)
+#define MPI_UINT16_T ((MPI_Datatype)0x4c000212)
+#define MPI_INT32_T ((MPI_Datatype)0x4c000413)
+#define MPI_UINT32_T ((MPI_Datatype)0x4c000414)
+#define MPI_INT64_T ((MPI_Datatype)0x4c000815)
+#define MPI_UINT64_T ((MPI_Datatype)0x4c000816)
+#define MPI_C_BOOL ((MPI_Datatype)0x4c000117)
+#define MPI_AINT ((MPI_Datatype)0x4c000818)
+#define MPI_2INT ((MPI_Datatype)0x4c000819)
+#define MPI_FLOAT_INT ((MPI_Datatype)0x4c00081a)
+#define MPI_DOUBLE_INT ((MPI_Datatype)0x4c00101b)
+#define MPI_LONG_INT ((MPI_Datatype)0x4c00101c)
+
+/* Reduction operations. */
+#define MPI_OP_NULL ((MPI_Op)0x18000000)
+#define MPI_MAX ((MPI_Op)0x58000001)
+#define MPI_MIN ((MPI_Op)0x58000002)
+#define MPI_SUM ((MPI_Op)0x58000003)
+#define MPI_PROD ((MPI_Op)0x58000004)
+#define MPI_LAND ((MPI_Op)0x58000005)
+#define MPI_BAND ((MPI_Op)0x58000006)
+#define MPI_LOR ((MPI_Op)0x58000007)
+#define MPI_BOR ((MPI_Op)0x58000008)
+#define MPI_LXOR ((MPI_Op)0x58000009)
+#define MPI_BXOR ((MPI_Op)0x5800000a)
+#define MPI_MINLOC ((MPI_Op)0x5800000b)
+#define MPI_MAXLOC ((MPI_Op)0x5800000c)
+
+#define MPI_REQUEST_NULL ((MPI_Request)0x2c000000)
+
+#define MPI_ERRHANDLER_NULL ((MPI_Errhandler)0x14000000)
+#define MPI_ERRORS_ARE_FATAL ((MPI_Errhandler)0x54000000)
+#define MPI_ERRORS_RETURN ((MPI_Errhandler)0x54000001)
+
+/* Special ranks, tags, counts and buffers. */
+#define MPI_ANY_SOURCE (-2)
+#define MPI_PROC_NULL (-1)
+#define MPI_ROOT (-3)
+#define MPI_ANY_TAG (-1)
+#define MPI_UNDEFINED (-32766)
+#define MPI_IN_PLACE ((void *)-1)
+#define MPI_BOTTOM ((void *)0)
+#define MPI_INFO_NULL ((MPI_Info)0x1c000000)
+
+/* Thread levels. */
+#define MPI_THREAD_SINGLE 0
+#define MPI_THREAD_FUNNELED 1
+#define MPI_THREAD_SERIALIZED 2
+#define MPI_THREAD_MULTIPLE 3
+
+#define MPI_MAX_ERROR_STRING 512
+#define MPI_MAX_PROCESSOR_NAME 128
+#define MPI_MAX_LIBRARY_VERSION_STRING 256
+
+/* Error classes (MPICH's numbering). */
+#define MPI_SUCCESS 0
+#define MPI_ERR_BUFFER 1
+#define MPI_ERR_COUNT 2
+#define MPI_ERR_TYPE 3
+#define MPI_ERR_TAG 4
+#define MPI_ERR_COMM 5
+#define MPI_ERR_RANK 6
+#define MPI_ERR_ROOT 7
+#define MPI_ERR_TRUNCATE 14
+#define MPI_ERR_GROUP 8
+#define MPI_ERR_OP 9
+#define MPI_ERR_REQUEST 19
+#define MPI_ERR_ARG 12
+#define MPI_ERR_UNKNOWN 13
+#define MPI_ERR_OTHER 15
+#define MPI_ERR_INTERN 16
+#define MPI_ERR_IN_STATUS 17
+#define MPI_ERR_PENDING 18
+#define MPI_ERR_LASTCODE 0x3fffffff
+
+/* Keys of MPI_Comm_get_attr (predefined attributes only). */
+#define MPI_TAG_UB 0x64400001
+#define MPI_WTIME_IS_GLOBAL 0x64400003
+
+/* MPI_Comm_split_type: the processes that share a host. */
+#define MPI_COMM_TYPE_SHARED 1
+
+#define MPI_BSEND_OVERHEAD 0
+
+/* Environment. */
+int MPI_Init(int *argc, char ***argv);
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided);
+int MPI_Finalize(void);
+int MPI_Initialized(int *flag);
+int MPI_Finalized(int *flag);
+int MPI_Query_thread(int *provided);
+int MPI_Is_thread_main(int *flag);
+int MPI_Abort(MPI_Comm comm, int errorcode);
+int MPI_Get_version(int *version, int *subversion);
+int MPI_Get_library_version(char *version, int *resultlen);
+int MPI_Get_processor_name(char *name, int *resultlen);
+int MPI_Pcontrol(const int level, ...);
+double MPI_Wtime(void);
+double MPI_Wtick(void);
+
+/* Errors. */
+int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
+int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *errhandler);
+int MPI_Error_string(int errorcode, char *string, int *resultlen);
+int MPI_Error_class(int errorcode, int *errorclass);
+
+/* Communicators. */
+int MPI_Comm_rank(MPI_Comm comm, int *rank);
+int MPI_Comm_size(MPI_Comm comm, int *size);
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);
+int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result);
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key,
+			MPI_Comm *newcomm);
+int MPI_Comm_free(MPI_Comm *comm);
+int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val,
+		      int *flag);
+
+/* Memory (plain malloc: any memory can be sent). */
+int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr);
+int MPI_Free_mem(void *base);
+
+/* Datatypes. */
+int MPI_Type_size(MPI_Datatype datatype, int *size);
+int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype,
+		  int *count);
+
+/* Point to point. */
+int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
+	     int tag, MPI_Comm comm);
+int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source,
+	     int tag, MPI_Comm comm, MPI_Status *status);
+int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,
+	      int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source,
+	      int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+		 int dest, int sendtag, void *recvbuf, int recvcount,
+		 MPI_Datatype recvtype, int source, int recvtag,
+		 MPI_Comm comm, MPI_Status *status);
+int MPI_Wait(MPI_Request *request, MPI_Status *status);
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status);
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]);
+int MPI_Testall(int count, MPI_Request requests[], int *flag,
+		MPI_Status statuses[]);
+int MPI_Waitany(int count, MPI_Request requests[], int *index,
+		MPI_Status *status);
+int MPI_Request_free(MPI_Request *request);
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag,
+	       MPI_Status *status);
+
+/*
+ * Buffered sends.  pcor copies what it still needs before a send returns,
+ * so the attached buffer only has to exist; MPI_Buffer_detach waits for
+ * the buffered sends still on their way.
+ */
+int MPI_Buffer_attach(void *buffer, int size);
+int MPI_Buffer_detach(void *buffer_addr, int *size);
+int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+	      int tag, MPI_Comm comm);
+
+/* Collectives (blocking). */
+int MPI_Barrier(MPI_Comm comm);
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root,
+	      MPI_Comm comm);
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count,
+	       MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm);
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
+		  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+	       void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+	       MPI_Comm comm);
+int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+		void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+		MPI_Comm comm);
+int MPI_Allgather(const void *sendbuf, int sendcount,
+		  MPI_Datatype sendtype, void *recvbuf, int recvcount,
+		  MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+		 void *recvbuf, int recvcount, MPI_Datatype recvtype,
+		 MPI_Comm comm);
+
+int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+		void *recvbuf, const int recvcounts[], const int displs[],
+		MPI_Datatype recvtype, int root, MPI_Comm comm);
+int MPI_Scatterv(const void *sendbuf, const int sendcounts[],
+		 const int displs[], MPI_Datatype sendtype, void *recvbuf,
+		 int recvcount, MPI_Datatype recvtype, int root,
+		 MPI_Comm comm);
+int MPI_Allgatherv(const void *sendbuf, int sendcount,
+		   MPI_Datatype sendtype, void *recvbuf,
+		   const int recvcounts[], const int displs[],
+		   MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
+		  const int sdispls[], MPI_Datatype sendtype, void *recvbuf,
+		  const int recvcounts[], const int rdispls[],
+		  MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf,
+			     int recvcount, MPI_Datatype datatype, MPI_Op op,
+			     MPI_Comm comm);
+int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
+		       const int recvcounts[], MPI_Datatype datatype,
+		       MPI_Op op, MPI_Comm comm);
+int MPI_Scan(const void *sendbuf, void *recvbuf, int count,
+	     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int MPI_Exscan(const void *sendbuf, void *recvbuf, int count,
+	       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+
+/* User reduction operations (applied in rank order, commutative or not). */
+typedef void MPI_User_function(void *invec, void *inoutvec, int *len,
+			       MPI_Datatype *datatype);
+int MPI_Op_create(MPI_User_function *user_fn, int commute, MPI_Op *op);
+int MPI_Op_free(MPI_Op *op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PCOR_MPI_H */

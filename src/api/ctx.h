@@ -1,0 +1,51 @@
+/*
+ * ctx.h -- send and receive on a matching context other than 0.
+ *
+ * The small internal interface the MPI shim (src/mpi) builds on.  Every
+ * message carries a 32-bit matching context on the wire and in its MCB;
+ * the public pcor_ calls always use context 0.  A receive matches only
+ * messages of its own context, so each communicator (and its collective
+ * traffic) gets contexts of its own and never meets the messages of
+ * another in a thread's unexpected queue.
+ *
+ * These functions are exported from libpcor (so libpcor_mpi can call them)
+ * but are not part of the supported API: their names keep the pcori_
+ * prefix and they are declared only here.
+ */
+#ifndef PCOR_API_CTX_H
+#define PCOR_API_CTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <pcor/pcor.h>
+
+/*
+ * pcori_ctx_send -- pcor_send_copy on matching context ctx.
+ * Same checks, statuses and completion as pcor_send_copy.
+ */
+PCOR_API int pcori_ctx_send(int pid, int thid, int tag, uint32_t ctx,
+			    const void *buf, size_t len, pcor_handle_t *h_p);
+
+/*
+ * pcori_ctx_recv -- pcor_recv_copy on matching context ctx: matches only
+ * messages sent with the same ctx.  pid, thid and tag may be wildcards.
+ */
+PCOR_API int pcori_ctx_recv(int pid, int thid, int tag, uint32_t ctx,
+			    void *buf, size_t cap, pcor_msginfo_t *info_p,
+			    pcor_handle_t *h_p);
+
+/*
+ * pcori_ctx_probe -- look, without taking it, for the oldest message in
+ * the calling thread's unexpected queue that a receive (pid, thid, tag,
+ * ctx) would match (wildcards allowed).  Messages still arriving count:
+ * their size is known from their first fragment.  Read-only, under the
+ * queue's lock, so only this thread's queue is touched.
+ *
+ * Returns 1 and fills *info_p (may be NULL) if one is there, 0 if not;
+ * PCOR_ERR_NOTATTACHED and the other statuses of pcori_ctx_recv.
+ */
+PCOR_API int pcori_ctx_probe(int pid, int thid, int tag, uint32_t ctx,
+			     pcor_msginfo_t *info_p);
+
+#endif /* PCOR_API_CTX_H */
