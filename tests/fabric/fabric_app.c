@@ -15,6 +15,8 @@
  *   fabric_app kill             pid 1 dies during a large transfer; pid 0's
  *                               handles report PCOR_ERR_PEER_LOST
  *   fabric_app spawn            remote thread creation
+ *   fabric_app mixed [ROUNDS]   one stream of fast, cell, multi-fragment
+ *                               and rendezvous messages arrives in order
  *   fabric_app badhdr           pid 1 sends malformed headers to pid 0;
  *                               they are counted and dropped
  *
@@ -317,6 +319,78 @@ static int run_order(int n)
 			CHECK(msg[1] == next[msg[0]]);
 			next[msg[0]]++;
 		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ mixed */
+
+/*
+ * One stream that mixes every way a message travels: fast frames (0 to a
+ * few bytes), messages through cells (above a ring's inline size),
+ * several fragments, rendezvous -- sent back to back, some with sendDMA.
+ * The receiver takes them with one tag in order and checks each one's
+ * size and every byte: nothing overtakes, nothing is torn.
+ */
+static const size_t mixed_sizes[] = {0,     8,      31,        32,
+				     1000,  9000,   64 * KiB,  70 * KiB,
+				     8,     300 * KiB, 1,    3 * MiB};
+#define MIXED_N (sizeof(mixed_sizes) / sizeof(mixed_sizes[0]))
+
+static uint8_t mixed_byte(int i, size_t k)
+{
+	return (uint8_t)(i * 131 + k * 7 + (k >> 8));
+}
+
+static int run_mixed(int rounds)
+{
+	size_t max = 3 * MiB;
+	int total = rounds * (int)MIXED_N;
+	if (me == 1) {
+		void *d;
+		CHECK_OK(pcor_dma_alloc(max, &d));
+		uint8_t *b = malloc(max);
+		CHECK(b);
+		for (int i = 0; i < total; i++) {
+			size_t n = mixed_sizes[i % MIXED_N];
+			/* Every third one from DMA memory, without a copy. */
+			uint8_t *src = i % 3 == 2 ? d : b;
+			for (size_t k = 0; k < n; k++)
+				src[k] = mixed_byte(i, k);
+			pcor_handle_t h;
+			if (src == d)
+				CHECK_OK(pcor_send_dma(0, 0, TAG_DATA, d, n, 0,
+						       &h));
+			else
+				CHECK_OK(pcor_send_copy(0, 0, TAG_DATA, b, n,
+							&h));
+			CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		}
+		free(b);
+		CHECK_OK(pcor_dma_free(d));
+	} else if (me == 0) {
+		uint8_t *b = malloc(max + 64);
+		CHECK(b);
+		for (int i = 0; i < total; i++) {
+			size_t n = mixed_sizes[i % MIXED_N];
+			memset(b, 0xee, max + 64);
+			pcor_msginfo_t info;
+			pcor_handle_t h;
+			CHECK_OK(pcor_recv_copy(1, PCOR_ANY_THID, TAG_DATA, b,
+						max, &info, &h));
+			CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+			CHECK(info.size == n);
+			for (size_t k = 0; k < n; k++)
+				if (b[k] != mixed_byte(i, k)) {
+					fprintf(stderr,
+						"message %d byte %zu: %02x\n",
+						i, k, b[k]);
+					CHECK(0);
+				}
+			/* Nothing written past the message. */
+			CHECK(b[n] == 0xee && b[max] == 0xee);
+		}
+		free(b);
 	}
 	return 0;
 }
@@ -676,6 +750,8 @@ int main(int argc, char **argv)
 		rc = run_order(arg ? (int)arg : 10000);
 	else if (!strcmp(c, "alltoall"))
 		rc = run_alltoall(arg ? (int)arg : 250);
+	else if (!strcmp(c, "mixed"))
+		rc = run_mixed(arg ? (int)arg : 20);
 	else if (!strcmp(c, "flood"))
 		rc = run_flood(arg ? (int)arg : 100000);
 	else if (!strcmp(c, "kill"))
