@@ -49,7 +49,7 @@ PCOR_API int recvCopy(int src_pid, int src_thid, int tag, void *data,
 		return negative_size();
 	pcori_report_t rep = {
 		.pid = apid, .thid = athid, .tag = atag, .size = asize};
-	int rc = pcori_api_recv(PCORI_REQ_RECV_COPY, src_pid, src_thid, tag,
+	int rc = pcori_api_recv(PCORI_REQ_RECV_COPY, src_pid, src_thid, tag, 0,
 				data, (size_t)size, &rep, &h);
 	return handle_or_status(rc, h);
 }
@@ -63,7 +63,7 @@ PCOR_API int recvDMA(int src_pid, int src_thid, int tag, void **data,
 			      .tag = atag,
 			      .size = asize,
 			      .dma = data};
-	int rc = pcori_api_recv(PCORI_REQ_RECV_DMA, src_pid, src_thid, tag,
+	int rc = pcori_api_recv(PCORI_REQ_RECV_DMA, src_pid, src_thid, tag, 0,
 				NULL, 0, &rep, &h);
 	return handle_or_status(rc, h);
 }

@@ -31,25 +31,32 @@ static int check_send(int pid, int thid, int tag, const void *buf, size_t len,
 }
 
 static int send_to(pcori_req_kind_t kind, int pid, int thid, int tag,
-		   const void *buf, size_t len, unsigned flags,
+		   uint32_t ctx, const void *buf, size_t len, unsigned flags,
 		   pcor_handle_t *h_p)
 {
 	if (PCORI_LIKELY(pid == pcori_rt.pid))
-		return pcori_local_send(kind, thid, tag, 0, buf, len, flags,
+		return pcori_local_send(kind, thid, tag, ctx, buf, len, flags,
 					h_p);
 	if (!pcori_net.up)
 		return PCOR_ERR_UNREACHABLE;
-	return pcori_remote_send(kind, pid, thid, tag, 0, buf, len, flags,
+	return pcori_remote_send(kind, pid, thid, tag, ctx, buf, len, flags,
 				 h_p);
+}
+
+int pcori_api_send_copy(int pid, int thid, int tag, uint32_t ctx,
+			const void *buf, size_t len, pcor_handle_t *h_p)
+{
+	int rc = check_send(pid, thid, tag, buf, len, h_p);
+	if (PCORI_UNLIKELY(rc))
+		return rc;
+	return send_to(PCORI_REQ_SEND_COPY, pid, thid, tag, ctx, buf, len, 0,
+		       h_p);
 }
 
 PCOR_API int pcor_send_copy(int pid, int thid, int tag, const void *buf,
 			    size_t len, pcor_handle_t *h_p)
 {
-	int rc = check_send(pid, thid, tag, buf, len, h_p);
-	if (PCORI_UNLIKELY(rc))
-		return rc;
-	return send_to(PCORI_REQ_SEND_COPY, pid, thid, tag, buf, len, 0, h_p);
+	return pcori_api_send_copy(pid, thid, tag, 0, buf, len, h_p);
 }
 
 PCOR_API int pcor_send_dma(int pid, int thid, int tag, void *buf, size_t len,
@@ -69,13 +76,11 @@ PCOR_API int pcor_send_dma(int pid, int thid, int tag, void *buf, size_t len,
 		    PCORI_UNLIKELY(!pcori_dma_is_block_start(buf)))
 			return PCOR_ERR_NOTDMA;
 	}
-	return send_to(PCORI_REQ_SEND_DMA, pid, thid, tag, buf, len, flags,
+	return send_to(PCORI_REQ_SEND_DMA, pid, thid, tag, 0, buf, len, flags,
 		       h_p);
 }
 
-int pcori_api_recv(pcori_req_kind_t kind, int pid, int thid, int tag,
-		   void *buf, size_t cap, const pcori_report_t *rep,
-		   pcor_handle_t *h_p)
+int pcori_api_pattern_check(int pid, int thid, int tag)
 {
 	int rc = pcori_rt_check();
 	if (PCORI_UNLIKELY(rc))
@@ -90,6 +95,16 @@ int pcori_api_recv(pcori_req_kind_t kind, int pid, int thid, int tag,
 		return PCOR_ERR_BADTHID;
 	if (PCORI_UNLIKELY(tag < PCOR_ANY_TAG))
 		return PCOR_ERR_BADTAG;
+	return PCOR_OK;
+}
+
+int pcori_api_recv(pcori_req_kind_t kind, int pid, int thid, int tag,
+		   uint32_t ctx, void *buf, size_t cap,
+		   const pcori_report_t *rep, pcor_handle_t *h_p)
+{
+	int rc = pcori_api_pattern_check(pid, thid, tag);
+	if (PCORI_UNLIKELY(rc))
+		return rc;
 	if (PCORI_UNLIKELY(cap > PCORI_MAX_MSG))
 		return PCOR_ERR_BADSIZE;
 	if (kind == PCORI_REQ_RECV_COPY) {
@@ -100,7 +115,7 @@ int pcori_api_recv(pcori_req_kind_t kind, int pid, int thid, int tag,
 	}
 	if (PCORI_UNLIKELY(!h_p))
 		return PCOR_ERR_INVAL;
-	return pcori_recv_post(kind, pid, thid, tag, 0, buf, cap, rep, h_p);
+	return pcori_recv_post(kind, pid, thid, tag, ctx, buf, cap, rep, h_p);
 }
 
 PCOR_API int pcor_recv_copy(int pid, int thid, int tag, void *buf,
@@ -108,7 +123,7 @@ PCOR_API int pcor_recv_copy(int pid, int thid, int tag, void *buf,
 			    pcor_handle_t *h_p)
 {
 	pcori_report_t rep = {.info = info_p};
-	return pcori_api_recv(PCORI_REQ_RECV_COPY, pid, thid, tag, buf, cap,
+	return pcori_api_recv(PCORI_REQ_RECV_COPY, pid, thid, tag, 0, buf, cap,
 			      &rep, h_p);
 }
 
@@ -116,6 +131,6 @@ PCOR_API int pcor_recv_dma(int pid, int thid, int tag, void **buf_p,
 			   pcor_msginfo_t *info_p, pcor_handle_t *h_p)
 {
 	pcori_report_t rep = {.info = info_p, .dma = buf_p};
-	return pcori_api_recv(PCORI_REQ_RECV_DMA, pid, thid, tag, NULL, 0,
+	return pcori_api_recv(PCORI_REQ_RECV_DMA, pid, thid, tag, 0, NULL, 0,
 			      &rep, h_p);
 }
