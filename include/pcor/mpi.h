@@ -1,12 +1,19 @@
 /*
  * mpi.h -- the MPI subset that pcor's shim (libpcor_mpi) implements.
  *
- * An MPI rank is one pcor process; MPI calls are made by the thread that
- * called MPI_Init (pcor thread 0), so the shim provides
- * MPI_THREAD_FUNNELED.  Handles are integers in MPICH's style.  Only what
- * is implemented is declared here: a program that compiles against this
- * header links against libpcor_mpi.  Build with tools/pcorcc and run with
- * pcorrun -n N (or Open MPI's mpirun through PMIx).  See docs/mpi.md.
+ * An MPI rank is one pcor process.  Any pcor thread of it may call MPI,
+ * one at a time (up to MPI_THREAD_SERIALIZED).  Handles are integers in
+ * MPICH's style.  Only what is implemented is declared here: a program
+ * that compiles against this header links against libpcor_mpi.  Build
+ * with tools/pcorcc and run with pcorrun -n N (or Open MPI's mpirun
+ * through PMIx).  See docs/mpi.md for what each call does here.
+ *
+ * Every function returns MPI_SUCCESS or an error class; errors go
+ * through the communicator's error handler first (MPI_ERRORS_ARE_FATAL
+ * by default: a message naming the call and the rank, then the job
+ * ends).  Objects (communicators, groups, datatypes, requests, info)
+ * belong to the caller until freed; buffers passed to a nonblocking call
+ * belong to the operation until its request completes.
  */
 #ifndef PCOR_MPI_H
 #define PCOR_MPI_H
@@ -27,6 +34,7 @@ typedef int MPI_Op;
 typedef int MPI_Request;
 typedef int MPI_Errhandler;
 typedef int MPI_Info;
+typedef int MPI_Group;
 typedef ptrdiff_t MPI_Aint;
 typedef long long MPI_Count;
 
@@ -47,7 +55,11 @@ typedef struct MPI_Status {
 #define MPI_COMM_WORLD ((MPI_Comm)0x44000000)
 #define MPI_COMM_SELF ((MPI_Comm)0x44000001)
 
-/* Results of MPI_Comm_compare. */
+/* Groups. */
+#define MPI_GROUP_NULL ((MPI_Group)0x08000000)
+#define MPI_GROUP_EMPTY ((MPI_Group)0x48000000)
+
+/* Results of MPI_Comm_compare and MPI_Group_compare. */
 #define MPI_IDENT 0
 #define MPI_CONGRUENT 1
 #define MPI_SIMILAR 2
@@ -125,6 +137,9 @@ typedef struct MPI_Status {
 #define MPI_MAX_ERROR_STRING 512
 #define MPI_MAX_PROCESSOR_NAME 128
 #define MPI_MAX_LIBRARY_VERSION_STRING 256
+#define MPI_MAX_OBJECT_NAME 128
+#define MPI_MAX_INFO_KEY 255
+#define MPI_MAX_INFO_VAL 1024
 
 /* Error classes (MPICH's numbering). */
 #define MPI_SUCCESS 0
@@ -145,6 +160,10 @@ typedef struct MPI_Status {
 #define MPI_ERR_INTERN 16
 #define MPI_ERR_IN_STATUS 17
 #define MPI_ERR_PENDING 18
+#define MPI_ERR_INFO_KEY 31
+#define MPI_ERR_INFO_NOKEY 32
+#define MPI_ERR_INFO_VALUE 33
+#define MPI_ERR_INFO 34
 #define MPI_ERR_LASTCODE 0x3fffffff
 
 /* Keys of MPI_Comm_get_attr (predefined attributes only). */
@@ -155,6 +174,16 @@ typedef struct MPI_Status {
 #define MPI_COMM_TYPE_SHARED 1
 
 #define MPI_BSEND_OVERHEAD 0
+
+/* Type constructors, as MPI_Type_get_envelope reports them. */
+#define MPI_COMBINER_NAMED 1
+#define MPI_COMBINER_CONTIGUOUS 3
+#define MPI_COMBINER_VECTOR 4
+#define MPI_COMBINER_HVECTOR 5
+#define MPI_COMBINER_INDEXED 6
+#define MPI_COMBINER_INDEXED_BLOCK 8
+#define MPI_COMBINER_STRUCT 9
+#define MPI_COMBINER_RESIZED 10
 
 /* Environment. */
 int MPI_Init(int *argc, char ***argv);
@@ -185,21 +214,117 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);
 int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result);
 int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key,
-			MPI_Comm *newcomm);
+			MPI_Info info, MPI_Comm *newcomm);
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm);
+int MPI_Comm_group(MPI_Comm comm, MPI_Group *group);
+int MPI_Comm_set_name(MPI_Comm comm, const char *comm_name);
+int MPI_Comm_get_name(MPI_Comm comm, char *comm_name, int *resultlen);
 int MPI_Comm_free(MPI_Comm *comm);
 int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val,
 		      int *flag);
+
+/* Groups (ordered sets of processes; collective calls need none). */
+int MPI_Group_size(MPI_Group group, int *size);
+int MPI_Group_rank(MPI_Group group, int *rank);
+int MPI_Group_incl(MPI_Group group, int n, const int ranks[],
+		   MPI_Group *newgroup);
+int MPI_Group_excl(MPI_Group group, int n, const int ranks[],
+		   MPI_Group *newgroup);
+int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3],
+			 MPI_Group *newgroup);
+int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[],
+			      MPI_Group group2, int ranks2[]);
+int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int *result);
+int MPI_Group_free(MPI_Group *group);
+
+/* Info objects (kept, never interpreted). */
+int MPI_Info_create(MPI_Info *info);
+int MPI_Info_set(MPI_Info info, const char *key, const char *value);
+int MPI_Info_get(MPI_Info info, const char *key, int valuelen, char *value,
+		 int *flag);
+int MPI_Info_get_nkeys(MPI_Info info, int *nkeys);
+int MPI_Info_get_nthkey(MPI_Info info, int n, char *key);
+int MPI_Info_delete(MPI_Info info, const char *key);
+int MPI_Info_dup(MPI_Info info, MPI_Info *newinfo);
+int MPI_Info_free(MPI_Info *info);
 
 /* Memory (plain malloc: any memory can be sent). */
 int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr);
 int MPI_Free_mem(void *base);
 
-/* Datatypes. */
+/*
+ * Datatypes.  Derived types must be committed before use in
+ * communication; freeing one does not affect types built from it.
+ * Reductions take predefined types (or contiguous types of one), or any
+ * contiguous type with a user operation.
+ */
 int MPI_Type_size(MPI_Datatype datatype, int *size);
 int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype,
 		  int *count);
+int MPI_Get_elements(const MPI_Status *status, MPI_Datatype datatype,
+		     int *count);
+int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
+			MPI_Datatype *newtype);
+int MPI_Type_vector(int count, int blocklength, int stride,
+		    MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride,
+			    MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_indexed(int count, const int array_of_blocklengths[],
+		     const int array_of_displacements[],
+		     MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_indexed_block(int count, int blocklength,
+				  const int array_of_displacements[],
+				  MPI_Datatype oldtype,
+				  MPI_Datatype *newtype);
+int MPI_Type_create_struct(int count, const int array_of_blocklengths[],
+			   const MPI_Aint array_of_displacements[],
+			   const MPI_Datatype array_of_types[],
+			   MPI_Datatype *newtype);
+int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb,
+			    MPI_Aint extent, MPI_Datatype *newtype);
+int MPI_Type_commit(MPI_Datatype *datatype);
+int MPI_Type_free(MPI_Datatype *datatype);
+int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb,
+			MPI_Aint *extent);
+int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint *true_lb,
+			     MPI_Aint *true_extent);
+int MPI_Get_address(const void *location, MPI_Aint *address);
+int MPI_Type_get_envelope(MPI_Datatype datatype, int *num_integers,
+			  int *num_addresses, int *num_datatypes,
+			  int *combiner);
+int MPI_Type_get_contents(MPI_Datatype datatype, int max_integers,
+			  int max_addresses, int max_datatypes,
+			  int array_of_integers[],
+			  MPI_Aint array_of_addresses[],
+			  MPI_Datatype array_of_datatypes[]);
 
-/* Point to point. */
+/*
+ * Point to point.  Ssend/Issend complete once the receiver has matched a
+ * message of this sender and tag (docs/mpi.md); Rsend is a standard
+ * send; Ibsend copies at once and its request is complete.
+ */
+int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest,
+	      int tag, MPI_Comm comm);
+int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+	      int tag, MPI_Comm comm);
+int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest,
+	       int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+	       int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+	       int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype,
+			 int dest, int sendtag, int source, int recvtag,
+			 MPI_Comm comm, MPI_Status *status);
+int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag,
+		MPI_Status *status);
+int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount,
+		 int indices[], MPI_Status statuses[]);
+int MPI_Testsome(int incount, MPI_Request requests[], int *outcount,
+		 int indices[], MPI_Status statuses[]);
+/* Withdraws a receive nothing has matched yet; other requests run on. */
+int MPI_Cancel(MPI_Request *request);
+int MPI_Test_cancelled(const MPI_Status *status, int *flag);
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
 	     int tag, MPI_Comm comm);
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source,
@@ -280,6 +405,35 @@ int MPI_Scan(const void *sendbuf, void *recvbuf, int count,
 	     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
 int MPI_Exscan(const void *sendbuf, void *recvbuf, int count,
 	       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+
+/*
+ * Nonblocking collectives: each returns a request that MPI_Test/Wait
+ * (and the array forms) advance; buffers stay the operation's until it
+ * completes.  Collectives on one communicator start in the same order
+ * on every member.
+ */
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request);
+int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root,
+	       MPI_Comm comm, MPI_Request *request);
+int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
+		MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm,
+		MPI_Request *request);
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
+		   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+		   MPI_Request *request);
+int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+		void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+		MPI_Comm comm, MPI_Request *request);
+int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+		 void *recvbuf, int recvcount, MPI_Datatype recvtype,
+		 int root, MPI_Comm comm, MPI_Request *request);
+int MPI_Iallgather(const void *sendbuf, int sendcount,
+		   MPI_Datatype sendtype, void *recvbuf, int recvcount,
+		   MPI_Datatype recvtype, MPI_Comm comm,
+		   MPI_Request *request);
+int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+		  void *recvbuf, int recvcount, MPI_Datatype recvtype,
+		  MPI_Comm comm, MPI_Request *request);
 
 /* User reduction operations (applied in rank order, commutative or not). */
 typedef void MPI_User_function(void *invec, void *inoutvec, int *len,

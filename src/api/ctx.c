@@ -50,3 +50,21 @@ PCOR_API int pcori_ctx_probe(int pid, int thid, int tag, uint32_t ctx,
 	pcori_unlock(&mq->lock);
 	return found;
 }
+
+PCOR_API int pcori_ctx_cancel(pcor_handle_t h)
+{
+	pcori_req_t *r = pcori_req_lookup(h, NULL);
+	if (!r)
+		return PCOR_ERR_BADHANDLE;
+	if (r->kind != PCORI_REQ_RECV_COPY || r->owner_thid < 0)
+		return 0;
+	/* Posted receives live in their poster's queue, under its lock. */
+	pcori_mq_t *mq = &pcori_msg.mqs[r->owner_thid];
+	pcori_lock(&mq->lock);
+	bool was = pcori_mq_unpost(mq, r);
+	pcori_unlock(&mq->lock);
+	if (!was)
+		return 0;
+	pcori_req_complete(r, PCOR_ERR_CANCELED);
+	return 1;
+}

@@ -48,4 +48,14 @@ PCOR_API int pcori_ctx_recv(int pid, int thid, int tag, uint32_t ctx,
 PCOR_API int pcori_ctx_probe(int pid, int thid, int tag, uint32_t ctx,
 			     pcor_msginfo_t *info_p);
 
+/*
+ * pcori_ctx_cancel -- withdraw a receive that is still posted (nothing
+ * has matched it): it completes with PCOR_ERR_CANCELED, to be reported
+ * and released by the next test of h as usual.  Any thread may call it.
+ *
+ * Returns 1 if the receive was withdrawn, 0 if it had already matched
+ * (or is not a posted receive); PCOR_ERR_BADHANDLE for an unknown h.
+ */
+PCOR_API int pcori_ctx_cancel(pcor_handle_t h);
+
 #endif /* PCOR_API_CTX_H */

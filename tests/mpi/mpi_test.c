@@ -240,7 +240,7 @@ static void test_comm(void)
 
 	/* pcorrun puts every process on this host: one shared group. */
 	MPI_Comm node;
-	OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
+	OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
 			       &node));
 	OK(MPI_Comm_size(node, &s));
 	OK(MPI_Comm_rank(node, &r));
