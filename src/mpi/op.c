@@ -76,16 +76,19 @@ int pcori_mpi_op_apply(MPI_Op op, MPI_Datatype t, const void *in,
 		}
 	}
 	switch (t) {
+/* The ops every arithmetic type has; integers add the bitwise ones. */
+#define ARITH_OPS(T)                                                      \
+	case MPI_SUM: LOOP(T, a[k] + b[k]); break;                        \
+	case MPI_PROD: LOOP(T, a[k] * b[k]); break;                       \
+	case MPI_MAX: LOOP(T, a[k] > b[k] ? a[k] : b[k]); break;          \
+	case MPI_MIN: LOOP(T, a[k] < b[k] ? a[k] : b[k]); break;          \
+	case MPI_LAND: LOOP(T, a[k] && b[k]); break;                      \
+	case MPI_LOR: LOOP(T, a[k] || b[k]); break;                       \
+	case MPI_LXOR: LOOP(T, !a[k] != !b[k]); break;
 #define INT_CASE(H, T)                                                    \
 	case H:                                                           \
 		switch (op) {                                             \
-		case MPI_SUM: LOOP(T, a[k] + b[k]); break;                \
-		case MPI_PROD: LOOP(T, a[k] * b[k]); break;               \
-		case MPI_MAX: LOOP(T, a[k] > b[k] ? a[k] : b[k]); break;  \
-		case MPI_MIN: LOOP(T, a[k] < b[k] ? a[k] : b[k]); break;  \
-		case MPI_LAND: LOOP(T, a[k] && b[k]); break;              \
-		case MPI_LOR: LOOP(T, a[k] || b[k]); break;               \
-		case MPI_LXOR: LOOP(T, !a[k] != !b[k]); break;            \
+		ARITH_OPS(T)                                              \
 		case MPI_BAND: LOOP(T, a[k] & b[k]); break;               \
 		case MPI_BOR: LOOP(T, a[k] | b[k]); break;                \
 		case MPI_BXOR: LOOP(T, a[k] ^ b[k]); break;               \
@@ -96,13 +99,7 @@ int pcori_mpi_op_apply(MPI_Op op, MPI_Datatype t, const void *in,
 #define FLT_CASE(H, T)                                                    \
 	case H:                                                           \
 		switch (op) {                                             \
-		case MPI_SUM: LOOP(T, a[k] + b[k]); break;                \
-		case MPI_PROD: LOOP(T, a[k] * b[k]); break;               \
-		case MPI_MAX: LOOP(T, a[k] > b[k] ? a[k] : b[k]); break;  \
-		case MPI_MIN: LOOP(T, a[k] < b[k] ? a[k] : b[k]); break;  \
-		case MPI_LAND: LOOP(T, a[k] && b[k]); break;              \
-		case MPI_LOR: LOOP(T, a[k] || b[k]); break;               \
-		case MPI_LXOR: LOOP(T, !a[k] != !b[k]); break;            \
+		ARITH_OPS(T)                                              \
 		default: return MPI_ERR_OP;                               \
 		}                                                         \
 		return MPI_SUCCESS;

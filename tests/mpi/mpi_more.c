@@ -1,0 +1,624 @@
+/*
+ * mpi_more.c -- the rest of the MPI shim's checks.  Run under pcorrun -n N
+ * with one case name (or "all"):
+ *
+ *   dtype   derived datatypes: layouts, sizes, extents, envelopes, in
+ *           point to point and in collectives
+ *   group   groups, Comm_group, Comm_create, names
+ *   modes   Ssend/Issend (not complete before the match), Rsend,
+ *           Ibsend, Sendrecv_replace
+ *   reqs    Waitsome, Testsome, Testany, Cancel, Request_free
+ *   nbc     nonblocking collectives, several outstanding at once
+ *   env     Info objects, thread queries, version strings
+ *
+ * Any failed check prints the rank and line and exits 1.
+ */
+#include <mpi.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size, next, prev;
+
+#define CHECK(c)                                                          \
+	do {                                                              \
+		if (!(c)) {                                               \
+			fprintf(stderr, "rank %d: check failed at %s:%d: %s\n", \
+				rank, __FILE__, __LINE__, #c);            \
+			exit(1);                                          \
+		}                                                         \
+	} while (0)
+#define OK(call) CHECK((call) == MPI_SUCCESS)
+
+/* Upper bound of polling loops: far beyond any real wait, never hit. */
+#define SPINS 200000000L
+
+static void test_dtype(void)
+{
+	MPI_Status st;
+	int cnt;
+
+	/* A column of a 4 x 5 matrix, around the ring. */
+	int m[4][5], col[4];
+	for (int i = 0; i < 4; i++)
+		for (int j = 0; j < 5; j++)
+			m[i][j] = rank * 100 + i * 10 + j;
+	MPI_Datatype column;
+	OK(MPI_Type_vector(4, 1, 5, MPI_INT, &column));
+	OK(MPI_Type_commit(&column));
+	OK(MPI_Sendrecv(&m[0][2], 1, column, next, 1, col, 4, MPI_INT, prev,
+			1, MPI_COMM_WORLD, &st));
+	for (int i = 0; i < 4; i++)
+		CHECK(col[i] == prev * 100 + i * 10 + 2);
+	/* ... and received into a column: the rest stays as it was. */
+	int back[4][5];
+	memset(back, 0xff, sizeof(back));
+	OK(MPI_Sendrecv(col, 4, MPI_INT, prev, 2, &back[0][3], 1, column,
+			next, 2, MPI_COMM_WORLD, &st));
+	for (int i = 0; i < 4; i++)
+		for (int j = 0; j < 5; j++)
+			CHECK(back[i][j] == (j == 3 ? rank * 100 + i * 10 + 2
+						    : -1));
+	int sz;
+	MPI_Aint lb, ext;
+	OK(MPI_Type_size(column, &sz));
+	CHECK(sz == 16);
+	OK(MPI_Type_get_extent(column, &lb, &ext));
+	CHECK(lb == 0 && ext == (3 * 5 + 1) * 4);
+	OK(MPI_Type_get_true_extent(column, &lb, &ext));
+	CHECK(lb == 0 && ext == 64);
+	int ni, na, nt, comb, ints[3];
+	MPI_Datatype kid;
+	OK(MPI_Type_get_envelope(column, &ni, &na, &nt, &comb));
+	CHECK(comb == MPI_COMBINER_VECTOR && ni == 3 && na == 0 && nt == 1);
+	OK(MPI_Type_get_contents(column, 3, 0, 1, ints, NULL, &kid));
+	CHECK(ints[0] == 4 && ints[1] == 1 && ints[2] == 5 && kid == MPI_INT);
+	OK(MPI_Type_get_envelope(MPI_DOUBLE, &ni, &na, &nt, &comb));
+	CHECK(comb == MPI_COMBINER_NAMED);
+
+	/* Broadcast of a column from the last rank. */
+	int bm[4][5] = {{0}};
+	if (rank == size - 1)
+		for (int i = 0; i < 4; i++)
+			bm[i][1] = 7 + i;
+	OK(MPI_Bcast(&bm[0][1], 1, column, size - 1, MPI_COMM_WORLD));
+	for (int i = 0; i < 4; i++)
+		CHECK(bm[i][1] == 7 + i && bm[i][0] == 0 && bm[i][2] == 0);
+
+	/* Indexed, indexed_block, hvector, contiguous. */
+	int src[16], got[8];
+	for (int i = 0; i < 16; i++)
+		src[i] = rank * 1000 + i;
+	int bl[3] = {2, 1, 3}, dp[3] = {0, 4, 7};
+	MPI_Datatype idx, blk, hv, tri;
+	OK(MPI_Type_indexed(3, bl, dp, MPI_INT, &idx));
+	OK(MPI_Type_commit(&idx));
+	OK(MPI_Sendrecv(src, 1, idx, next, 3, got, 6, MPI_INT, prev, 3,
+			MPI_COMM_WORLD, &st));
+	int want_idx[6] = {0, 1, 4, 7, 8, 9};
+	for (int i = 0; i < 6; i++)
+		CHECK(got[i] == prev * 1000 + want_idx[i]);
+	int bd[3] = {1, 5, 9};
+	OK(MPI_Type_create_indexed_block(3, 2, bd, MPI_INT, &blk));
+	OK(MPI_Type_commit(&blk));
+	OK(MPI_Sendrecv(src, 1, blk, next, 4, got, 6, MPI_INT, prev, 4,
+			MPI_COMM_WORLD, &st));
+	int want_blk[6] = {1, 2, 5, 6, 9, 10};
+	for (int i = 0; i < 6; i++)
+		CHECK(got[i] == prev * 1000 + want_blk[i]);
+	OK(MPI_Type_create_hvector(3, 2, 5 * sizeof(int), MPI_INT, &hv));
+	OK(MPI_Type_commit(&hv));
+	OK(MPI_Sendrecv(src, 1, hv, next, 5, got, 6, MPI_INT, prev, 5,
+			MPI_COMM_WORLD, &st));
+	int want_hv[6] = {0, 1, 5, 6, 10, 11};
+	for (int i = 0; i < 6; i++)
+		CHECK(got[i] == prev * 1000 + want_hv[i]);
+	OK(MPI_Type_contiguous(3, MPI_INT, &tri));
+	OK(MPI_Type_commit(&tri));
+	/* 5 ints into up to 3 triples: count undefined, elements 5. */
+	OK(MPI_Sendrecv(src, 5, MPI_INT, next, 6, got, 2, tri, prev, 6,
+			MPI_COMM_WORLD, &st));
+	OK(MPI_Get_count(&st, tri, &cnt));
+	CHECK(cnt == MPI_UNDEFINED);
+	OK(MPI_Get_elements(&st, tri, &cnt));
+	CHECK(cnt == 5);
+	OK(MPI_Get_count(&st, MPI_INT, &cnt));
+	CHECK(cnt == 5 && got[4] == prev * 1000 + 4);
+
+	/* A struct, resized to its C size, two of them at once. */
+	struct rec { int a; double b; char c[3]; } out[2], in[2];
+	memset(in, 0, sizeof(in));
+	for (int i = 0; i < 2; i++) {
+		out[i].a = rank + i;
+		out[i].b = rank * 0.5 + i;
+		memcpy(out[i].c, i ? "xyz" : "abc", 3);
+	}
+	MPI_Aint base, disp[3];
+	OK(MPI_Get_address(&out[0], &base));
+	OK(MPI_Get_address(&out[0].a, &disp[0]));
+	OK(MPI_Get_address(&out[0].b, &disp[1]));
+	OK(MPI_Get_address(&out[0].c, &disp[2]));
+	for (int i = 0; i < 3; i++)
+		disp[i] -= base;
+	int sbl[3] = {1, 1, 3};
+	MPI_Datatype sty[3] = {MPI_INT, MPI_DOUBLE, MPI_CHAR}, rec0, rec;
+	OK(MPI_Type_create_struct(3, sbl, disp, sty, &rec0));
+	OK(MPI_Type_create_resized(rec0, 0, sizeof(struct rec), &rec));
+	OK(MPI_Type_free(&rec0)); /* rec keeps its own copy */
+	CHECK(rec0 == MPI_DATATYPE_NULL);
+	OK(MPI_Type_commit(&rec));
+	OK(MPI_Type_size(rec, &sz));
+	CHECK(sz == 4 + 8 + 3);
+	OK(MPI_Type_get_extent(rec, &lb, &ext));
+	CHECK(lb == 0 && ext == (MPI_Aint)sizeof(struct rec));
+	OK(MPI_Sendrecv(out, 2, rec, next, 7, in, 2, rec, prev, 7,
+			MPI_COMM_WORLD, &st));
+	OK(MPI_Get_count(&st, rec, &cnt));
+	CHECK(cnt == 2);
+	for (int i = 0; i < 2; i++)
+		CHECK(in[i].a == prev + i && in[i].b == prev * 0.5 + i &&
+		      !memcmp(in[i].c, i ? "xyz" : "abc", 3));
+
+	/* Gather and all-to-all of derived types. */
+	int *all = calloc((size_t)size * 3, sizeof(int));
+	int mine[3] = {rank, rank + 1, rank + 2};
+	CHECK(all);
+	OK(MPI_Allgather(mine, 1, tri, all, 3, MPI_INT, MPI_COMM_WORLD));
+	for (int r = 0; r < size; r++)
+		CHECK(all[3 * r] == r && all[3 * r + 2] == r + 2);
+	int *a2a = malloc((size_t)size * 2 * sizeof(int));
+	int *a2b = malloc((size_t)size * 2 * sizeof(int));
+	CHECK(a2a && a2b);
+	MPI_Datatype pair;
+	OK(MPI_Type_contiguous(2, MPI_INT, &pair));
+	OK(MPI_Type_commit(&pair));
+	for (int r = 0; r < size; r++) {
+		a2a[2 * r] = rank * 10 + r;
+		a2a[2 * r + 1] = -(rank * 10 + r);
+	}
+	OK(MPI_Alltoall(a2a, 1, pair, a2b, 2, MPI_INT, MPI_COMM_WORLD));
+	for (int r = 0; r < size; r++)
+		CHECK(a2b[2 * r] == r * 10 + rank &&
+		      a2b[2 * r + 1] == -(r * 10 + rank));
+	/* A reduction over a contiguous type of ints works as ints. */
+	int sum3[3];
+	OK(MPI_Allreduce(mine, sum3, 1, tri, MPI_SUM, MPI_COMM_WORLD));
+	CHECK(sum3[0] == size * (size - 1) / 2 &&
+	      sum3[2] == size * (size - 1) / 2 + 2 * size);
+	free(all);
+	free(a2a);
+	free(a2b);
+
+	/* An uncommitted type is refused; freed types are gone. */
+	MPI_Datatype raw;
+	OK(MPI_Type_contiguous(2, MPI_INT, &raw));
+	OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+	CHECK(MPI_Send(src, 1, raw, rank, 0, MPI_COMM_WORLD) ==
+	      MPI_ERR_TYPE);
+	CHECK(MPI_Type_free(&(MPI_Datatype){MPI_INT}) == MPI_ERR_TYPE);
+	MPI_Datatype gone = column;
+	OK(MPI_Type_free(&column));
+	CHECK(MPI_Type_size(gone, &sz) == MPI_ERR_TYPE);
+	CHECK(MPI_Type_vector(-1, 1, 1, MPI_INT, &raw) == MPI_ERR_COUNT);
+	OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+	MPI_Datatype fr[] = {idx, blk, hv, tri, rec, pair};
+	for (int i = 0; i < 6; i++)
+		OK(MPI_Type_free(&fr[i]));
+}
+
+static void test_group(void)
+{
+	MPI_Group world, evens, odds, rev, rng;
+	int n, r, res;
+	OK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+	OK(MPI_Group_size(world, &n));
+	OK(MPI_Group_rank(world, &r));
+	CHECK(n == size && r == rank);
+
+	/* Evens, listed from the highest down. */
+	int ne = (size + 1) / 2, *er = malloc(ne * sizeof(int));
+	CHECK(er);
+	for (int k = 0; k < ne; k++)
+		er[k] = 2 * (ne - 1 - k);
+	OK(MPI_Group_incl(world, ne, er, &rev));
+	OK(MPI_Group_size(rev, &n));
+	CHECK(n == ne);
+	OK(MPI_Group_rank(rev, &r));
+	CHECK(rank % 2 ? r == MPI_UNDEFINED : r == ne - 1 - rank / 2);
+	int ranges[1][3] = {{0, size - 1, 2}};
+	OK(MPI_Group_range_incl(world, 1, ranges, &evens));
+	OK(MPI_Group_compare(evens, rev, &res));
+	CHECK(res == (ne == 1 ? MPI_IDENT : MPI_SIMILAR));
+	OK(MPI_Group_excl(world, ne, er, &odds));
+	OK(MPI_Group_size(odds, &n));
+	CHECK(n == size - ne);
+	OK(MPI_Group_compare(evens, world, &res));
+	CHECK(res == (size == 1 ? MPI_IDENT : MPI_UNEQUAL));
+	/* Ranks of evens in world and in the reversed list. */
+	int in[2] = {0, ne - 1}, out[2];
+	OK(MPI_Group_translate_ranks(evens, 2, in, world, out));
+	CHECK(out[0] == 0 && out[1] == 2 * (ne - 1));
+	OK(MPI_Group_translate_ranks(evens, 2, in, rev, out));
+	CHECK(out[0] == ne - 1 && out[1] == 0);
+	if (size > 1) {
+		int one = 1;
+		OK(MPI_Group_translate_ranks(world, 1, &one, evens, out));
+		CHECK(out[0] == MPI_UNDEFINED);
+	}
+
+	/* A communicator of the evens in reversed order. */
+	MPI_Comm ec;
+	OK(MPI_Comm_create(MPI_COMM_WORLD, rev, &ec));
+	if (rank % 2) {
+		CHECK(ec == MPI_COMM_NULL);
+	} else {
+		int er2, sum;
+		OK(MPI_Comm_rank(ec, &er2));
+		CHECK(er2 == ne - 1 - rank / 2);
+		OK(MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, ec));
+		CHECK(sum == ne * (ne - 1));
+		/* Rank 0 of ec is the highest even world rank. */
+		int top = rank;
+		OK(MPI_Bcast(&top, 1, MPI_INT, 0, ec));
+		CHECK(top == 2 * (ne - 1));
+		char name[MPI_MAX_OBJECT_NAME];
+		int len;
+		OK(MPI_Comm_set_name(ec, "evens"));
+		OK(MPI_Comm_get_name(ec, name, &len));
+		CHECK(len == 5 && !strcmp(name, "evens"));
+		OK(MPI_Comm_free(&ec));
+	}
+	char name[MPI_MAX_OBJECT_NAME];
+	int len;
+	OK(MPI_Comm_get_name(MPI_COMM_WORLD, name, &len));
+	CHECK(!strcmp(name, "MPI_COMM_WORLD"));
+
+	OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+	int bad = size;
+	MPI_Group g2;
+	CHECK(MPI_Group_incl(world, 1, &bad, &g2) == MPI_ERR_RANK);
+	CHECK(MPI_Group_size(MPI_GROUP_NULL, &n) == MPI_ERR_GROUP);
+	OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+	OK(MPI_Group_size(MPI_GROUP_EMPTY, &n));
+	CHECK(n == 0);
+	MPI_Group *fr[] = {&world, &evens, &odds, &rev};
+	for (int i = 0; i < 4; i++) {
+		OK(MPI_Group_free(fr[i]));
+		CHECK(*fr[i] == MPI_GROUP_NULL);
+	}
+	(void)rng;
+	free(er);
+}
+
+static void test_modes(void)
+{
+	MPI_Status st;
+	int flag;
+	/* Issend stays open until the receiver matches it. */
+	if (size >= 2 && rank == 0) {
+		int v = 42, go = 1;
+		MPI_Request q;
+		OK(MPI_Issend(&v, 1, MPI_INT, 1, 1, MPI_COMM_WORLD, &q));
+		/* Rank 1 is blocked in a receive of tag 2 until we send it. */
+		for (int i = 0; i < 1000; i++) {
+			OK(MPI_Test(&q, &flag, MPI_STATUS_IGNORE));
+			CHECK(!flag);
+		}
+		OK(MPI_Send(&go, 1, MPI_INT, 1, 2, MPI_COMM_WORLD));
+		OK(MPI_Wait(&q, &st));
+		CHECK(q == MPI_REQUEST_NULL);
+		/* Blocking Ssend, matched by a receive already posted. */
+		OK(MPI_Recv(&go, 1, MPI_INT, 1, 3, MPI_COMM_WORLD, &st));
+		OK(MPI_Ssend(&v, 1, MPI_INT, 1, 4, MPI_COMM_WORLD));
+	} else if (size >= 2 && rank == 1) {
+		int v = 0, go = 0;
+		OK(MPI_Recv(&go, 1, MPI_INT, 0, 2, MPI_COMM_WORLD, &st));
+		CHECK(go == 1);
+		OK(MPI_Recv(&v, 1, MPI_INT, 0, 1, MPI_COMM_WORLD, &st));
+		CHECK(v == 42);
+		MPI_Request q;
+		OK(MPI_Irecv(&v, 1, MPI_INT, 0, 4, MPI_COMM_WORLD, &q));
+		OK(MPI_Send(&go, 1, MPI_INT, 0, 3, MPI_COMM_WORLD));
+		v = 0;
+		OK(MPI_Wait(&q, &st));
+		CHECK(v == 42 && st.MPI_SOURCE == 0 && st.MPI_TAG == 4);
+	}
+	/* Issend to self, matched by our own receive. */
+	MPI_Request q;
+	int a = rank + 5, b = 0;
+	OK(MPI_Issend(&a, 1, MPI_INT, rank, 9, MPI_COMM_WORLD, &q));
+	OK(MPI_Recv(&b, 1, MPI_INT, rank, 9, MPI_COMM_WORLD, &st));
+	OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+	CHECK(b == rank + 5);
+
+	/* Rsend to a posted receive around the ring. */
+	OK(MPI_Irecv(&b, 1, MPI_INT, prev, 10, MPI_COMM_WORLD, &q));
+	OK(MPI_Barrier(MPI_COMM_WORLD));
+	OK(MPI_Rsend(&a, 1, MPI_INT, next, 10, MPI_COMM_WORLD));
+	OK(MPI_Wait(&q, &st));
+	CHECK(b == prev + 5);
+	OK(MPI_Irecv(&b, 1, MPI_INT, prev, 11, MPI_COMM_WORLD, &q));
+	OK(MPI_Barrier(MPI_COMM_WORLD));
+	MPI_Request q2;
+	OK(MPI_Irsend(&a, 1, MPI_INT, next, 11, MPI_COMM_WORLD, &q2));
+	MPI_Request both[2] = {q, q2};
+	OK(MPI_Waitall(2, both, MPI_STATUSES_IGNORE));
+	CHECK(b == prev + 5);
+
+	/* Ibsend: complete at once, the data still arrive. */
+	char *buf = malloc(4096);
+	CHECK(buf);
+	OK(MPI_Buffer_attach(buf, 4096));
+	double d[3] = {rank, rank + 0.25, rank + 0.5}, e[3];
+	OK(MPI_Ibsend(d, 3, MPI_DOUBLE, next, 12, MPI_COMM_WORLD, &q));
+	OK(MPI_Test(&q, &flag, MPI_STATUS_IGNORE));
+	CHECK(flag && q == MPI_REQUEST_NULL);
+	OK(MPI_Recv(e, 3, MPI_DOUBLE, prev, 12, MPI_COMM_WORLD, &st));
+	CHECK(e[0] == prev && e[2] == prev + 0.5);
+	void *back;
+	int bsz;
+	OK(MPI_Buffer_detach(&back, &bsz));
+	CHECK(back == buf && bsz == 4096);
+	free(buf);
+
+	/* Sendrecv_replace around the ring, with a strided type. */
+	int m[3][2] = {{rank, 0}, {rank + 1, 0}, {rank + 2, 0}};
+	MPI_Datatype col;
+	OK(MPI_Type_vector(3, 1, 2, MPI_INT, &col));
+	OK(MPI_Type_commit(&col));
+	OK(MPI_Sendrecv_replace(m, 1, col, next, 13, prev, 13,
+				MPI_COMM_WORLD, &st));
+	for (int i = 0; i < 3; i++)
+		CHECK(m[i][0] == prev + i && m[i][1] == 0);
+	CHECK(st.MPI_SOURCE == prev && st.MPI_TAG == 13);
+	OK(MPI_Type_free(&col));
+}
+
+static void test_reqs(void)
+{
+	enum { N = 6 };
+	MPI_Request q[N], sq[N];
+	MPI_Status sts[N];
+	int in[N], out[N], idx[N], done = 0, seen[N] = {0}, outcount;
+	for (int i = 0; i < N; i++) {
+		in[i] = -1;
+		out[i] = rank * 10 + i;
+		OK(MPI_Irecv(&in[i], 1, MPI_INT, prev, 20 + i, MPI_COMM_WORLD,
+			     &q[i]));
+	}
+	/* Sent in reverse order: tags pick the receive. */
+	for (int i = N - 1; i >= 0; i--)
+		OK(MPI_Isend(&out[i], 1, MPI_INT, next, 20 + i, MPI_COMM_WORLD,
+			     &sq[i]));
+	while (done < N) {
+		OK(MPI_Waitsome(N, q, &outcount, idx, sts));
+		CHECK(outcount >= 1);
+		for (int k = 0; k < outcount; k++) {
+			CHECK(!seen[idx[k]] && q[idx[k]] == MPI_REQUEST_NULL);
+			seen[idx[k]] = 1;
+			CHECK(sts[k].MPI_TAG == 20 + idx[k]);
+		}
+		done += outcount;
+	}
+	OK(MPI_Waitsome(N, q, &outcount, idx, sts));
+	CHECK(outcount == MPI_UNDEFINED);
+	for (int i = 0; i < N; i++)
+		CHECK(in[i] == prev * 10 + i);
+	/* Testsome on the sends, polled. */
+	done = 0;
+	for (long s = 0; done < N && s < SPINS; s++) {
+		OK(MPI_Testsome(N, sq, &outcount, idx, MPI_STATUSES_IGNORE));
+		CHECK(outcount != MPI_UNDEFINED);
+		done += outcount;
+	}
+	CHECK(done == N);
+
+	/* Testany: none active gives UNDEFINED with flag set. */
+	int index, flag;
+	OK(MPI_Testany(N, q, &index, &flag, MPI_STATUS_IGNORE));
+	CHECK(flag && index == MPI_UNDEFINED);
+	OK(MPI_Irecv(&in[0], 1, MPI_INT, prev, 30, MPI_COMM_WORLD, &q[2]));
+	OK(MPI_Isend(&out[0], 1, MPI_INT, next, 30, MPI_COMM_WORLD, &sq[0]));
+	flag = 0;
+	for (long s = 0; !flag && s < SPINS; s++)
+		OK(MPI_Testany(N, q, &index, &flag, MPI_STATUS_IGNORE));
+	CHECK(flag && index == 2 && in[0] == prev * 10);
+	OK(MPI_Request_free(&sq[0]));
+	CHECK(sq[0] == MPI_REQUEST_NULL);
+
+	/* Cancel a receive nothing will match. */
+	MPI_Request c;
+	MPI_Status st;
+	OK(MPI_Irecv(in, 1, MPI_INT, MPI_ANY_SOURCE, 999, MPI_COMM_WORLD, &c));
+	OK(MPI_Cancel(&c));
+	OK(MPI_Wait(&c, &st));
+	OK(MPI_Test_cancelled(&st, &flag));
+	CHECK(flag);
+	/* A receive already matched is not cancelled. */
+	int x = rank, y = -1;
+	OK(MPI_Send(&x, 1, MPI_INT, rank, 31, MPI_COMM_WORLD));
+	OK(MPI_Irecv(&y, 1, MPI_INT, rank, 31, MPI_COMM_WORLD, &c));
+	OK(MPI_Cancel(&c));
+	OK(MPI_Wait(&c, &st));
+	OK(MPI_Test_cancelled(&st, &flag));
+	CHECK(!flag && y == rank);
+	/* The cancelled receive took nothing: a later message arrives. */
+	OK(MPI_Send(&x, 1, MPI_INT, rank, 999, MPI_COMM_WORLD));
+	OK(MPI_Recv(&y, 1, MPI_INT, rank, 999, MPI_COMM_WORLD, &st));
+	CHECK(y == rank);
+}
+
+static void test_nbc(void)
+{
+	MPI_Request q[6];
+	int flag = 0;
+	OK(MPI_Ibarrier(MPI_COMM_WORLD, &q[0]));
+	for (long s = 0; !flag && s < SPINS; s++)
+		OK(MPI_Test(&q[0], &flag, MPI_STATUS_IGNORE));
+	CHECK(flag);
+
+	enum { N = 1000 };
+	int *bc = malloc(N * sizeof(int)), *ar = malloc(N * sizeof(int));
+	int *sum = malloc(N * sizeof(int));
+	CHECK(bc && ar && sum);
+	for (int i = 0; i < N; i++) {
+		bc[i] = rank == size - 1 ? i * 3 : -1;
+		ar[i] = rank + i;
+	}
+	int mx = -1, root = 1 % size;
+	int *ga = malloc(size * sizeof(int)), *sc = malloc(size * sizeof(int));
+	int *ag = malloc(size * sizeof(int)), *a2 = malloc(size * sizeof(int));
+	int *a2r = malloc(size * sizeof(int));
+	CHECK(ga && sc && ag && a2 && a2r);
+	for (int r = 0; r < size; r++) {
+		sc[r] = 100 + r;
+		a2[r] = rank * size + r;
+	}
+	int mine = -1;
+	/* Six collectives in flight at once, completed in any order. */
+	OK(MPI_Ibcast(bc, N, MPI_INT, size - 1, MPI_COMM_WORLD, &q[0]));
+	OK(MPI_Iallreduce(ar, sum, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
+			  &q[1]));
+	OK(MPI_Ireduce(&rank, &mx, 1, MPI_INT, MPI_MAX, root, MPI_COMM_WORLD,
+		       &q[2]));
+	OK(MPI_Igather(&rank, 1, MPI_INT, ga, 1, MPI_INT, root,
+		       MPI_COMM_WORLD, &q[3]));
+	OK(MPI_Iscatter(sc, 1, MPI_INT, &mine, 1, MPI_INT, root,
+			MPI_COMM_WORLD, &q[4]));
+	OK(MPI_Ialltoall(a2, 1, MPI_INT, a2r, 1, MPI_INT, MPI_COMM_WORLD,
+			 &q[5]));
+	int left = 6, idx;
+	while (left--)
+		OK(MPI_Waitany(6, q, &idx, MPI_STATUS_IGNORE));
+	for (int i = 0; i < N; i++)
+		CHECK(bc[i] == i * 3 &&
+		      sum[i] == size * (size - 1) / 2 + size * i);
+	if (rank == root) {
+		CHECK(mx == size - 1);
+		for (int r = 0; r < size; r++)
+			CHECK(ga[r] == r);
+	}
+	CHECK(mine == 100 + rank);
+	for (int r = 0; r < size; r++)
+		CHECK(a2r[r] == r * size + rank);
+
+	/* A nonblocking collective overlapping point-to-point traffic. */
+	MPI_Request p[2];
+	int tok = rank, got = -1;
+	OK(MPI_Iallgather(&rank, 1, MPI_INT, ag, 1, MPI_INT, MPI_COMM_WORLD,
+			  &q[0]));
+	OK(MPI_Irecv(&got, 1, MPI_INT, prev, 5, MPI_COMM_WORLD, &p[0]));
+	OK(MPI_Send(&tok, 1, MPI_INT, next, 5, MPI_COMM_WORLD));
+	OK(MPI_Wait(&p[0], MPI_STATUS_IGNORE));
+	CHECK(got == prev);
+	OK(MPI_Wait(&q[0], MPI_STATUS_IGNORE));
+	for (int r = 0; r < size; r++)
+		CHECK(ag[r] == r);
+
+	/* Non-power-of-two sizes, in place, and a scan, in a row. */
+	int v[3] = {rank, 1, rank * rank}, pre[3];
+	OK(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_SUM,
+			 MPI_COMM_WORLD));
+	CHECK(v[0] == size * (size - 1) / 2 && v[1] == size);
+	OK(MPI_Scan(&rank, pre, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+	CHECK(pre[0] == rank * (rank + 1) / 2);
+	OK(MPI_Exscan(&rank, pre, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+	CHECK(rank == 0 || pre[0] == rank * (rank - 1) / 2);
+	free(bc);
+	free(ar);
+	free(sum);
+	free(ga);
+	free(sc);
+	free(ag);
+	free(a2);
+	free(a2r);
+}
+
+static void *not_main(void *arg)
+{
+	int flag = -1;
+	MPI_Is_thread_main(&flag);
+	*(int *)arg = flag;
+	return NULL;
+}
+
+static void test_env(void)
+{
+	MPI_Info info, dup;
+	char v[64], k[MPI_MAX_INFO_KEY];
+	int flag, n;
+	OK(MPI_Info_create(&info));
+	OK(MPI_Info_set(info, "host", "a"));
+	OK(MPI_Info_set(info, "wdir", "/x/y"));
+	OK(MPI_Info_set(info, "host", "bb"));
+	OK(MPI_Info_get_nkeys(info, &n));
+	CHECK(n == 2);
+	OK(MPI_Info_get(info, "host", sizeof(v) - 1, v, &flag));
+	CHECK(flag && !strcmp(v, "bb"));
+	OK(MPI_Info_get(info, "wdir", 2, v, &flag));
+	CHECK(flag && !strcmp(v, "/x"));
+	OK(MPI_Info_get(info, "none", sizeof(v) - 1, v, &flag));
+	CHECK(!flag);
+	OK(MPI_Info_get_nthkey(info, 1, k));
+	CHECK(!strcmp(k, "wdir"));
+	OK(MPI_Info_dup(info, &dup));
+	OK(MPI_Info_delete(info, "host"));
+	OK(MPI_Info_get_nkeys(info, &n));
+	CHECK(n == 1);
+	OK(MPI_Info_get(dup, "host", sizeof(v) - 1, v, &flag));
+	CHECK(flag && !strcmp(v, "bb"));
+	OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+	CHECK(MPI_Info_delete(info, "host") == MPI_ERR_INFO_NOKEY);
+	CHECK(MPI_Info_set(MPI_INFO_NULL, "a", "b") == MPI_ERR_INFO);
+	OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+	OK(MPI_Info_free(&info));
+	OK(MPI_Info_free(&dup));
+	CHECK(info == MPI_INFO_NULL);
+
+	int prov;
+	OK(MPI_Query_thread(&prov));
+	CHECK(prov == MPI_THREAD_SERIALIZED);
+	OK(MPI_Is_thread_main(&flag));
+	CHECK(flag == 1);
+	pthread_t t;
+	int other = -1;
+	CHECK(pthread_create(&t, NULL, not_main, &other) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK(other == 0);
+	char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+	OK(MPI_Get_library_version(lib, &n));
+	CHECK(n > 0 && n == (int)strlen(lib) && strstr(lib, "pcor"));
+	OK(MPI_Pcontrol(1));
+}
+
+int main(int argc, char **argv)
+{
+	int prov;
+	OK(MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &prov));
+	OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+	OK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+	next = (rank + 1) % size;
+	prev = (rank - 1 + size) % size;
+	const char *c = argc > 1 ? argv[1] : "all";
+	bool all = !strcmp(c, "all");
+	static const struct {
+		const char *name;
+		void (*fn)(void);
+	} cases[] = {{"dtype", test_dtype}, {"group", test_group},
+		     {"modes", test_modes}, {"reqs", test_reqs},
+		     {"nbc", test_nbc},     {"env", test_env}};
+	int ran = 0;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (all || !strcmp(c, cases[i].name)) {
+			cases[i].fn();
+			OK(MPI_Barrier(MPI_COMM_WORLD));
+			ran++;
+		}
+	CHECK(ran > 0);
+	OK(MPI_Finalize());
+	if (rank == 0)
+		printf("mpi_more %s: %d ranks ok\n", c, size);
+	return 0;
+}
