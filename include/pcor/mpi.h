@@ -1,8 +1,11 @@
 /*
  * mpi.h -- the MPI subset that pcor's shim (libpcor_mpi) implements.
  *
- * An MPI rank is one pcor process.  Any pcor thread of it may call MPI,
- * one at a time (up to MPI_THREAD_SERIALIZED).  Handles are integers in
+ * An MPI rank is one pcor process.  The shim provides up to
+ * MPI_THREAD_MULTIPLE: any thread may call MPI at any time (a thread that
+ * is not yet a pcor thread is attached on its first call and detached
+ * when it ends); threads on different communicators match under
+ * different locks.  Handles are integers in
  * MPICH's style.  Only what is implemented is declared here: a program
  * that compiles against this header links against libpcor_mpi.  Build
  * with tools/pcorcc and run with pcorrun -n N (or Open MPI's mpirun

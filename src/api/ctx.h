@@ -30,23 +30,30 @@ PCOR_API int pcori_ctx_send(int pid, int thid, int tag, uint32_t ctx,
 /*
  * pcori_ctx_recv -- pcor_recv_copy on matching context ctx: matches only
  * messages sent with the same ctx.  pid, thid and tag may be wildcards.
+ *
+ * qthid names the thread whose queue the receive joins: -1 for the
+ * caller's own (as pcor_recv_copy), or any valid thread id, so that any
+ * thread may take messages addressed to a shared "lane" thread id (the
+ * MPI shim gives each communicator one; its threads need not own it).
+ * A lane should be an id no thread attaches to: a thread that detaches
+ * cancels the receives posted in its queue.
  */
-PCOR_API int pcori_ctx_recv(int pid, int thid, int tag, uint32_t ctx,
-			    void *buf, size_t cap, pcor_msginfo_t *info_p,
-			    pcor_handle_t *h_p);
+PCOR_API int pcori_ctx_recv(int qthid, int pid, int thid, int tag,
+			    uint32_t ctx, void *buf, size_t cap,
+			    pcor_msginfo_t *info_p, pcor_handle_t *h_p);
 
 /*
  * pcori_ctx_probe -- look, without taking it, for the oldest message in
  * the calling thread's unexpected queue that a receive (pid, thid, tag,
  * ctx) would match (wildcards allowed).  Messages still arriving count:
  * their size is known from their first fragment.  Read-only, under the
- * queue's lock, so only this thread's queue is touched.
+ * queue's lock.  qthid: the queue, as for pcori_ctx_recv.
  *
  * Returns 1 and fills *info_p (may be NULL) if one is there, 0 if not;
  * PCOR_ERR_NOTATTACHED and the other statuses of pcori_ctx_recv.
  */
-PCOR_API int pcori_ctx_probe(int pid, int thid, int tag, uint32_t ctx,
-			     pcor_msginfo_t *info_p);
+PCOR_API int pcori_ctx_probe(int qthid, int pid, int thid, int tag,
+			     uint32_t ctx, pcor_msginfo_t *info_p);
 
 /*
  * pcori_ctx_cancel -- withdraw a receive that is still posted (nothing

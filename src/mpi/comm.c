@@ -39,6 +39,9 @@ int pcori_mpi_comm_make(int *pids, int size, uint32_t id, MPI_Errhandler eh,
 			c->rank = r;
 	}
 	c->ctx = 4 * id;
+	/* The same id gives the same lane on every rank. */
+	int maxt = pcor_max_threads(), nl = maxt / 2 < 64 ? maxt / 2 : 64;
+	c->lane = maxt - 1 - (int)(id % (uint32_t)(nl > 0 ? nl : 1));
 	c->eh = eh;
 	int i = pcori_mpi_tab_add(&comms, c, 0);
 	if (i < 0)

@@ -70,13 +70,34 @@ int pcori_mpi_class(int rc)
 	}
 }
 
+static pthread_key_t detach_key;
+
+/* A thread the shim attached leaves pcor when it ends. */
+static void detach_at_exit(void *arg)
+{
+	(void)arg;
+	pcor_thread_detach();
+}
+
 void pcori_mpi_check_init(const char *fn)
 {
-	if (__builtin_expect(pcori_mpi.state == 1, 1))
+	if (__builtin_expect(pcori_mpi.state == 1 && pcor_self_thid() >= 0,
+			     1))
 		return;
-	fprintf(stderr, "pcor MPI: %s called %s\n", fn,
-		pcori_mpi.state ? "after MPI_Finalize" : "before MPI_Init");
-	_exit(1);
+	if (pcori_mpi.state != 1) {
+		fprintf(stderr, "pcor MPI: %s called %s\n", fn,
+			pcori_mpi.state ? "after MPI_Finalize"
+					: "before MPI_Init");
+		_exit(1);
+	}
+	/* A thread of the program's own: it becomes a pcor thread. */
+	int thid, rc = pcor_thread_attach(&thid);
+	if (rc) {
+		fprintf(stderr, "pcor MPI: %s on rank %d: thread attach: %s\n",
+			fn, pcori_mpi.pid, pcor_strerror(rc));
+		_exit(1);
+	}
+	pthread_setspecific(detach_key, &detach_key);
 }
 
 void pcori_mpi_status_set(MPI_Status *st, const comm_t *c,
@@ -114,8 +135,12 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 	pcori_mpi.main_thread = pthread_self();
 	pcori_mpi.state = 1;
 	pcori_mpi.thread_level = required < MPI_THREAD_SINGLE ?
-		MPI_THREAD_SINGLE : required > MPI_THREAD_SERIALIZED ?
-		MPI_THREAD_SERIALIZED : required;
+		MPI_THREAD_SINGLE : required > MPI_THREAD_MULTIPLE ?
+		MPI_THREAD_MULTIPLE : required;
+	if (pthread_key_create(&detach_key, detach_at_exit)) {
+		fprintf(stderr, "pcor MPI: MPI_Init: no thread key\n");
+		_exit(1);
+	}
 	if (provided)
 		*provided = pcori_mpi.thread_level;
 	pcori_mpi_types_init();

@@ -1,8 +1,13 @@
 /*
  * mpii.h -- private header of libpcor_mpi, the MPI shim.
  *
- * Design notes.  A rank is pcor process <rank of MPI_COMM_WORLD>; its
- * messages go to pcor thread 0 of the destination.  Every communicator
+ * Design notes.  A rank is pcor process <rank of MPI_COMM_WORLD>.  A
+ * communicator's messages go to its "lane" at the destination: a pcor
+ * thread id from the top of the range, that no thread attaches to, whose
+ * queue any thread of the rank may post receives in (pcori_ctx_recv's
+ * qthid).  So every thread can receive every message of the rank, and
+ * threads on different communicators match under different queue locks
+ * (pcor's per-thread matching) instead of one lock.  Every communicator
  * owns four matching contexts (ctx = 4 * id): point to point, its
  * collectives, synchronous-send notices and their acknowledgements, so
  * collective traffic never enters the point-to-point unexpected queue and
@@ -121,6 +126,7 @@ typedef struct comm {
 	int *pids;    /* comm rank -> pcor pid */
 	int *rank_of; /* pcor pid -> comm rank, or -1 */
 	uint32_t ctx; /* 4 * id: see CTX_* */
+	int lane;     /* pcor thread id whose queue takes our messages */
 	MPI_Errhandler eh;
 	_Atomic uint32_t coll_seq; /* collectives started here */
 	char name[MPI_MAX_OBJECT_NAME];

@@ -23,8 +23,8 @@ int pcori_mpi_isend(comm_t *c, int off, int dst, int tag, const void *buf,
 		    size_t len, pcor_handle_t *h_p)
 {
 	int rc;
-	while ((rc = pcori_ctx_send(c->pids[dst], 0, tag, c->ctx + off, buf,
-				    len, h_p)) == PCOR_ERR_AGAIN)
+	while ((rc = pcori_ctx_send(c->pids[dst], c->lane, tag, c->ctx + off,
+				    buf, len, h_p)) == PCOR_ERR_AGAIN)
 		sched_yield();
 	return rc;
 }
@@ -33,7 +33,9 @@ int pcori_mpi_irecv(comm_t *c, int off, int src, int tag, void *buf,
 		    size_t cap, pcor_msginfo_t *info, pcor_handle_t *h_p)
 {
 	int rc;
-	while ((rc = pcori_ctx_recv(src < 0 ? PCOR_ANY_PID : c->pids[src],
+	/* Acknowledgements come to the sending thread itself. */
+	int q = off == CTX_ACK ? -1 : c->lane;
+	while ((rc = pcori_ctx_recv(q, src < 0 ? PCOR_ANY_PID : c->pids[src],
 				    PCOR_ANY_THID, tag, c->ctx + off, buf,
 				    cap, info, h_p)) == PCOR_ERR_AGAIN)
 		sched_yield();
@@ -43,12 +45,12 @@ int pcori_mpi_irecv(comm_t *c, int off, int src, int tag, void *buf,
 void pcori_mpi_sync_ack(comm_t *c, const pcor_msginfo_t *info)
 {
 	pcor_msginfo_t n;
-	if (pcori_ctx_probe(info->pid, info->thid, info->tag,
+	if (pcori_ctx_probe(c->lane, info->pid, info->thid, info->tag,
 			    c->ctx + CTX_SYNC, &n) != 1)
 		return;
 	pcor_handle_t h;
 	int rc;
-	while ((rc = pcori_ctx_recv(info->pid, info->thid, info->tag,
+	while ((rc = pcori_ctx_recv(c->lane, info->pid, info->thid, info->tag,
 				    c->ctx + CTX_SYNC, NULL, 0, NULL, &h)) ==
 	       PCOR_ERR_AGAIN)
 		sched_yield();
@@ -337,7 +339,8 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag,
 		return MPI_SUCCESS;
 	}
 	pcor_msginfo_t info;
-	int rc = pcori_ctx_probe(source == MPI_ANY_SOURCE ? PCOR_ANY_PID
+	int rc = pcori_ctx_probe(c->lane,
+				 source == MPI_ANY_SOURCE ? PCOR_ANY_PID
 							  : c->pids[source],
 				 PCOR_ANY_THID, tag, c->ctx + CTX_P2P, &info);
 	if (rc < 0)

@@ -217,13 +217,14 @@ int pcori_mpi_sched_progress(sched_t *s, bool block)
 		pcor_handle_t h;
 		switch (st->kind) {
 		case S_SEND:
-			rc = pcori_ctx_send(c->pids[st->peer], 0, tag,
+			rc = pcori_ctx_send(c->pids[st->peer], c->lane, tag,
 					    c->ctx + CTX_COLL, st->src,
 					    st->len, &h);
 			break;
 		case S_RECV:
-			rc = pcori_ctx_recv(c->pids[st->peer], PCOR_ANY_THID,
-					    tag, c->ctx + CTX_COLL, st->dst,
+			rc = pcori_ctx_recv(c->lane, c->pids[st->peer],
+					    PCOR_ANY_THID, tag,
+					    c->ctx + CTX_COLL, st->dst,
 					    st->len, NULL, &h);
 			break;
 		case S_COPY:
