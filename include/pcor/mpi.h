@@ -38,6 +38,7 @@ typedef int MPI_Request;
 typedef int MPI_Errhandler;
 typedef int MPI_Info;
 typedef int MPI_Group;
+typedef int MPI_Win;
 typedef ptrdiff_t MPI_Aint;
 typedef long long MPI_Count;
 
@@ -57,6 +58,15 @@ typedef struct MPI_Status {
 #define MPI_COMM_NULL ((MPI_Comm)0x04000000)
 #define MPI_COMM_WORLD ((MPI_Comm)0x44000000)
 #define MPI_COMM_SELF ((MPI_Comm)0x44000001)
+
+#define MPI_WIN_NULL ((MPI_Win)0x20000000)
+
+/* Topologies (MPI_Topo_test) and graph weights. */
+#define MPI_GRAPH 1
+#define MPI_CART 2
+#define MPI_DIST_GRAPH 3
+#define MPI_UNWEIGHTED ((int *)1)
+#define MPI_WEIGHTS_EMPTY ((int *)2)
 
 /* Groups. */
 #define MPI_GROUP_NULL ((MPI_Group)0x08000000)
@@ -167,6 +177,9 @@ typedef struct MPI_Status {
 #define MPI_ERR_INFO_NOKEY 32
 #define MPI_ERR_INFO_VALUE 33
 #define MPI_ERR_INFO 34
+#define MPI_ERR_TOPOLOGY 10
+#define MPI_ERR_DIMS 11
+#define MPI_ERR_WIN 45
 #define MPI_ERR_LASTCODE 0x3fffffff
 
 /* Keys of MPI_Comm_get_attr (predefined attributes only). */
@@ -286,6 +299,9 @@ int MPI_Type_create_struct(int count, const int array_of_blocklengths[],
 int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb,
 			    MPI_Aint extent, MPI_Datatype *newtype);
 int MPI_Type_commit(MPI_Datatype *datatype);
+int MPI_Type_set_name(MPI_Datatype datatype, const char *type_name);
+int MPI_Type_get_name(MPI_Datatype datatype, char *type_name,
+		      int *resultlen);
 int MPI_Type_free(MPI_Datatype *datatype);
 int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb,
 			MPI_Aint *extent);
@@ -437,6 +453,73 @@ int MPI_Iallgather(const void *sendbuf, int sendcount,
 int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 		  void *recvbuf, int recvcount, MPI_Datatype recvtype,
 		  MPI_Comm comm, MPI_Request *request);
+
+int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+		 void *recvbuf, const int recvcounts[], const int displs[],
+		 MPI_Datatype recvtype, int root, MPI_Comm comm,
+		 MPI_Request *request);
+int MPI_Iscatterv(const void *sendbuf, const int sendcounts[],
+		  const int displs[], MPI_Datatype sendtype, void *recvbuf,
+		  int recvcount, MPI_Datatype recvtype, int root,
+		  MPI_Comm comm, MPI_Request *request);
+int MPI_Iallgatherv(const void *sendbuf, int sendcount,
+		    MPI_Datatype sendtype, void *recvbuf,
+		    const int recvcounts[], const int displs[],
+		    MPI_Datatype recvtype, MPI_Comm comm,
+		    MPI_Request *request);
+int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
+		   const int sdispls[], MPI_Datatype sendtype, void *recvbuf,
+		   const int recvcounts[], const int rdispls[],
+		   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request);
+int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf,
+			      int recvcount, MPI_Datatype datatype,
+			      MPI_Op op, MPI_Comm comm, MPI_Request *request);
+int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf,
+			const int recvcounts[], MPI_Datatype datatype,
+			MPI_Op op, MPI_Comm comm, MPI_Request *request);
+
+/*
+ * Process topologies, kept beside a communicator; ranks are never
+ * reordered.  Grids are row-major.
+ */
+int MPI_Dims_create(int nnodes, int ndims, int dims[]);
+int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[],
+		    const int periods[], int reorder, MPI_Comm *comm_cart);
+int MPI_Cartdim_get(MPI_Comm comm, int *ndims);
+int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[],
+		 int coords[]);
+int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]);
+int MPI_Cart_rank(MPI_Comm comm, const int coords[], int *rank);
+int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int *rank_source,
+		   int *rank_dest);
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree,
+				   const int sources[],
+				   const int sourceweights[], int outdegree,
+				   const int destinations[],
+				   const int destweights[], MPI_Info info,
+				   int reorder, MPI_Comm *comm_dist_graph);
+int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree,
+				   int *outdegree, int *weighted);
+int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[],
+			     int sourceweights[], int maxoutdegree,
+			     int destinations[], int destweights[]);
+int MPI_Topo_test(MPI_Comm comm, int *status);
+
+/*
+ * Windows: created, allocated, attached, fenced and freed (collective
+ * over their communicator).  Put/Get/Accumulate and locks are not
+ * provided, so a window only marks memory for now.
+ */
+int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info,
+		   MPI_Comm comm, MPI_Win *win);
+int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info,
+		     MPI_Comm comm, void *baseptr, MPI_Win *win);
+int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win);
+int MPI_Win_attach(MPI_Win win, void *base, MPI_Aint size);
+int MPI_Win_detach(MPI_Win win, const void *base);
+int MPI_Win_fence(int assert, MPI_Win win);
+int MPI_Win_free(MPI_Win *win);
+int MPI_Win_set_errhandler(MPI_Win win, MPI_Errhandler errhandler);
 
 /* User reduction operations (applied in rank order, commutative or not). */
 typedef void MPI_User_function(void *invec, void *inoutvec, int *len,

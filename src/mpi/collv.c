@@ -47,7 +47,7 @@ static int local_ok(const void *buf, int count, MPI_Datatype t)
 
 static int gatherv(const void *sbuf, int scount, MPI_Datatype stype,
 		   void *rbuf, const int *rcounts, const int *displs,
-		   MPI_Datatype rtype, int root, MPI_Comm comm)
+		   MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *request)
 {
 	comm_t *c;
 	sched_t *s;
@@ -77,7 +77,7 @@ static int gatherv(const void *sbuf, int scount, MPI_Datatype stype,
 		len = (size_t)scount * sd->size;
 	}
 	pcori_mpi_b_gather(s, in, len, &l, root);
-	return pcori_mpi_coll_start(s, comm, NULL);
+	return pcori_mpi_coll_start(s, comm, request);
 }
 
 int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
@@ -87,12 +87,13 @@ int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 	CHECK_INIT("MPI_Gatherv");
 	RETURN(comm, "MPI_Gatherv",
 	       gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-		       displs, recvtype, root, comm));
+		       displs, recvtype, root, comm, NULL));
 }
 
 static int scatterv(const void *sbuf, const int *scounts, const int *displs,
 		    MPI_Datatype stype, void *rbuf, int rcount,
-		    MPI_Datatype rtype, int root, MPI_Comm comm)
+		    MPI_Datatype rtype, int root, MPI_Comm comm,
+		    MPI_Request *request)
 {
 	comm_t *c;
 	sched_t *s;
@@ -121,7 +122,7 @@ static int scatterv(const void *sbuf, const int *scounts, const int *displs,
 		len = (size_t)rcount * pcori_mpi_type(rtype)->size;
 	}
 	pcori_mpi_b_scatter(s, &l, out, len, root);
-	return pcori_mpi_coll_start(s, comm, NULL);
+	return pcori_mpi_coll_start(s, comm, request);
 }
 
 int MPI_Scatterv(const void *sendbuf, const int sendcounts[],
@@ -132,12 +133,12 @@ int MPI_Scatterv(const void *sendbuf, const int sendcounts[],
 	CHECK_INIT("MPI_Scatterv");
 	RETURN(comm, "MPI_Scatterv",
 	       scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf,
-			recvcount, recvtype, root, comm));
+			recvcount, recvtype, root, comm, NULL));
 }
 
 static int allgatherv(const void *sbuf, int scount, MPI_Datatype stype,
 		      void *rbuf, const int *rcounts, const int *displs,
-		      MPI_Datatype rtype, MPI_Comm comm)
+		      MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request)
 {
 	comm_t *c;
 	sched_t *s;
@@ -161,7 +162,7 @@ static int allgatherv(const void *sbuf, int scount, MPI_Datatype stype,
 		len = (size_t)scount * sd->size;
 	}
 	pcori_mpi_b_allgather(s, in, len, &l);
-	return pcori_mpi_coll_start(s, comm, NULL);
+	return pcori_mpi_coll_start(s, comm, request);
 }
 
 int MPI_Allgatherv(const void *sendbuf, int sendcount,
@@ -172,12 +173,13 @@ int MPI_Allgatherv(const void *sendbuf, int sendcount,
 	CHECK_INIT("MPI_Allgatherv");
 	RETURN(comm, "MPI_Allgatherv",
 	       allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-			  displs, recvtype, comm));
+			  displs, recvtype, comm, NULL));
 }
 
 static int alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
 		     MPI_Datatype stype, void *rbuf, const int *rcounts,
-		     const int *rdispls, MPI_Datatype rtype, MPI_Comm comm)
+		     const int *rdispls, MPI_Datatype rtype, MPI_Comm comm,
+		     MPI_Request *request)
 {
 	comm_t *c;
 	sched_t *s;
@@ -212,7 +214,7 @@ static int alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
 			memcpy(sl.base, rbuf, (size_t)hi);
 	}
 	pcori_mpi_b_alltoall(s, &sl, &rl);
-	return pcori_mpi_coll_start(s, comm, NULL);
+	return pcori_mpi_coll_start(s, comm, request);
 }
 
 int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
@@ -223,7 +225,7 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
 	CHECK_INIT("MPI_Alltoallv");
 	RETURN(comm, "MPI_Alltoallv",
 	       alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
-			 recvcounts, rdispls, recvtype, comm));
+			 recvcounts, rdispls, recvtype, comm, NULL));
 }
 
 /*
@@ -232,7 +234,7 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
  */
 static int reduce_scatter(const void *sbuf, void *rbuf, int rcount,
 			  const int *counts, MPI_Datatype t, MPI_Op op,
-			  MPI_Comm comm)
+			  MPI_Comm comm, MPI_Request *request)
 {
 	comm_t *c;
 	sched_t *s;
@@ -265,7 +267,7 @@ static int reduce_scatter(const void *sbuf, void *rbuf, int rcount,
 			      pt, op);
 	pcori_mpi_sched_copy(s, full + (size_t)mine * esz, rbuf,
 			     (size_t)my * esz);
-	return pcori_mpi_coll_start(s, comm, NULL);
+	return pcori_mpi_coll_start(s, comm, request);
 }
 
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf,
@@ -275,7 +277,7 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf,
 	CHECK_INIT("MPI_Reduce_scatter_block");
 	RETURN(comm, "MPI_Reduce_scatter_block",
 	       reduce_scatter(sendbuf, recvbuf, recvcount, NULL, datatype, op,
-			      comm));
+			      comm, NULL));
 }
 
 int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
@@ -287,5 +289,81 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
 		return FAIL(comm, "MPI_Reduce_scatter", MPI_ERR_ARG);
 	RETURN(comm, "MPI_Reduce_scatter",
 	       reduce_scatter(sendbuf, recvbuf, 0, recvcounts, datatype, op,
-			      comm));
+			      comm, NULL));
+}
+
+/* ------------------------------------------------------- nonblocking */
+
+#define NB_CHECK(fn, comm, request)                                       \
+	do {                                                              \
+		CHECK_INIT(fn);                                           \
+		if (!(request))                                           \
+			return FAIL(comm, fn, MPI_ERR_ARG);               \
+	} while (0)
+
+int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+		 void *recvbuf, const int recvcounts[], const int displs[],
+		 MPI_Datatype recvtype, int root, MPI_Comm comm,
+		 MPI_Request *request)
+{
+	NB_CHECK("MPI_Igatherv", comm, request);
+	RETURN(comm, "MPI_Igatherv",
+	       gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+		       displs, recvtype, root, comm, request));
+}
+
+int MPI_Iscatterv(const void *sendbuf, const int sendcounts[],
+		  const int displs[], MPI_Datatype sendtype, void *recvbuf,
+		  int recvcount, MPI_Datatype recvtype, int root,
+		  MPI_Comm comm, MPI_Request *request)
+{
+	NB_CHECK("MPI_Iscatterv", comm, request);
+	RETURN(comm, "MPI_Iscatterv",
+	       scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf,
+			recvcount, recvtype, root, comm, request));
+}
+
+int MPI_Iallgatherv(const void *sendbuf, int sendcount,
+		    MPI_Datatype sendtype, void *recvbuf,
+		    const int recvcounts[], const int displs[],
+		    MPI_Datatype recvtype, MPI_Comm comm,
+		    MPI_Request *request)
+{
+	NB_CHECK("MPI_Iallgatherv", comm, request);
+	RETURN(comm, "MPI_Iallgatherv",
+	       allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+			  displs, recvtype, comm, request));
+}
+
+int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
+		   const int sdispls[], MPI_Datatype sendtype, void *recvbuf,
+		   const int recvcounts[], const int rdispls[],
+		   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+	NB_CHECK("MPI_Ialltoallv", comm, request);
+	RETURN(comm, "MPI_Ialltoallv",
+	       alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+			 recvcounts, rdispls, recvtype, comm, request));
+}
+
+int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf,
+			      int recvcount, MPI_Datatype datatype,
+			      MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+	NB_CHECK("MPI_Ireduce_scatter_block", comm, request);
+	RETURN(comm, "MPI_Ireduce_scatter_block",
+	       reduce_scatter(sendbuf, recvbuf, recvcount, NULL, datatype, op,
+			      comm, request));
+}
+
+int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf,
+			const int recvcounts[], MPI_Datatype datatype,
+			MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+	NB_CHECK("MPI_Ireduce_scatter", comm, request);
+	if (!recvcounts)
+		return FAIL(comm, "MPI_Ireduce_scatter", MPI_ERR_ARG);
+	RETURN(comm, "MPI_Ireduce_scatter",
+	       reduce_scatter(sendbuf, recvbuf, 0, recvcounts, datatype, op,
+			      comm, request));
 }

@@ -57,6 +57,7 @@ err_:
 
 static void comm_destroy(comm_t *c)
 {
+	pcori_mpi_topo_free(c->topo);
 	free(c->pids);
 	free(c->rank_of);
 	free(c);

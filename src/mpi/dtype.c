@@ -7,6 +7,7 @@
  * (or sends in place when the whole message is one run); receiving
  * unpacks.  Constructors keep their arguments for Type_get_contents.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +37,17 @@ void pcori_mpi_types_init(void)
 			MPI_INT32_T, MPI_UINT32_T, MPI_INT64_T, MPI_UINT64_T,
 			MPI_C_BOOL, MPI_AINT, MPI_2INT, MPI_FLOAT_INT,
 			MPI_DOUBLE_INT, MPI_LONG_INT};
+		static const char *const names[] = {
+			"MPI_CHAR", "MPI_SIGNED_CHAR", "MPI_UNSIGNED_CHAR",
+			"MPI_BYTE", "MPI_SHORT", "MPI_UNSIGNED_SHORT",
+			"MPI_INT", "MPI_UNSIGNED", "MPI_LONG",
+			"MPI_UNSIGNED_LONG", "MPI_LONG_LONG",
+			"MPI_UNSIGNED_LONG_LONG", "MPI_FLOAT", "MPI_DOUBLE",
+			"MPI_INT8_T", "MPI_UINT8_T", "MPI_INT16_T",
+			"MPI_UINT16_T", "MPI_INT32_T", "MPI_UINT32_T",
+			"MPI_INT64_T", "MPI_UINT64_T", "MPI_C_BOOL",
+			"MPI_AINT", "MPI_2INT", "MPI_FLOAT_INT",
+			"MPI_DOUBLE_INT", "MPI_LONG_INT"};
 		MPI_Datatype t = all[i - 1];
 		static blk_t runs[NPREDEF];
 		size_t sz = predef_size(t);
@@ -45,6 +57,7 @@ void pcori_mpi_types_init(void)
 			       .true_ub = (MPI_Aint)sz, .prim = t, .nprim = 1,
 			       .nblk = 1, .blk = &runs[i],
 			       .combiner = MPI_COMBINER_NAMED};
+		snprintf(d->name, sizeof(d->name), "%s", names[i - 1]);
 	}
 }
 
@@ -603,5 +616,29 @@ int MPI_Type_get_contents(MPI_Datatype datatype, int max_integers,
 	if (d->nt)
 		memcpy(array_of_datatypes, d->types,
 		       d->nt * sizeof(MPI_Datatype));
+	return MPI_SUCCESS;
+}
+
+int MPI_Type_set_name(MPI_Datatype datatype, const char *type_name)
+{
+	dtype_t *d = pcori_mpi_type(datatype);
+	if (!d || d->predef)
+		return FAIL(MPI_COMM_WORLD, "MPI_Type_set_name", MPI_ERR_TYPE);
+	if (!type_name)
+		return FAIL(MPI_COMM_WORLD, "MPI_Type_set_name", MPI_ERR_ARG);
+	snprintf(d->name, sizeof(d->name), "%s", type_name);
+	return MPI_SUCCESS;
+}
+
+int MPI_Type_get_name(MPI_Datatype datatype, char *type_name,
+		      int *resultlen)
+{
+	dtype_t *d = pcori_mpi_type(datatype);
+	if (!d)
+		return FAIL(MPI_COMM_WORLD, "MPI_Type_get_name", MPI_ERR_TYPE);
+	if (!type_name || !resultlen)
+		return FAIL(MPI_COMM_WORLD, "MPI_Type_get_name", MPI_ERR_ARG);
+	strcpy(type_name, d->name);
+	*resultlen = (int)strlen(d->name);
 	return MPI_SUCCESS;
 }

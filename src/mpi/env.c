@@ -36,6 +36,9 @@ static const char *const err_names[] = {
 	[MPI_ERR_INFO_VALUE] = "MPI_ERR_INFO_VALUE: invalid info value",
 	[MPI_ERR_INFO_NOKEY] = "MPI_ERR_INFO_NOKEY: no such info key",
 	[MPI_ERR_INFO] = "MPI_ERR_INFO: invalid info object",
+	[MPI_ERR_TOPOLOGY] = "MPI_ERR_TOPOLOGY: invalid topology",
+	[MPI_ERR_DIMS] = "MPI_ERR_DIMS: invalid dimension argument",
+	[MPI_ERR_WIN] = "MPI_ERR_WIN: invalid window",
 };
 #define NERR ((int)(sizeof(err_names) / sizeof(err_names[0])))
 

@@ -48,6 +48,7 @@
 #define GROUP_KIND 0x48000000u
 #define DTYPE_KIND 0x8c000000u
 #define INFO_KIND 0x5c000000u
+#define WIN_KIND 0xa0000000u
 #define TAG_UB 0x3fffffff
 
 /* Contexts of a communicator, offsets from comm->ctx. */
@@ -91,6 +92,7 @@ typedef struct dtype {
 	int nblk;         /* the element's bytes, flattened, in type order */
 	blk_t *blk;
 	/* What Type_get_envelope/contents report. */
+	char name[MPI_MAX_OBJECT_NAME];
 	int combiner, ni, na, nt;
 	int *ints;
 	MPI_Aint *aints;
@@ -128,6 +130,7 @@ typedef struct comm {
 	uint32_t ctx; /* 4 * id: see CTX_* */
 	int lane;     /* pcor thread id whose queue takes our messages */
 	MPI_Errhandler eh;
+	struct topo *topo; /* Cartesian or graph layout, or NULL */
 	_Atomic uint32_t coll_seq; /* collectives started here */
 	char name[MPI_MAX_OBJECT_NAME];
 } comm_t;
@@ -144,6 +147,7 @@ int pcori_mpi_allreduce_c(comm_t *c, const void *sbuf, void *rbuf, int count,
 int pcori_mpi_allgather_c(comm_t *c, const void *sbuf, void *rbuf,
 			  size_t len);
 void pcori_mpi_comms_fini(void);
+void pcori_mpi_topo_free(struct topo *t);
 
 /* ----------------------------------------------------------- operations */
 

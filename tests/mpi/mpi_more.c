@@ -9,7 +9,10 @@
  *           Ibsend, Sendrecv_replace
  *   reqs    Waitsome, Testsome, Testany, Cancel, Request_free
  *   nbc     nonblocking collectives, several outstanding at once
+ *   nbcv    the nonblocking v forms and reduce-scatters
  *   env     Info objects, thread queries, version strings
+ *   topo    Dims_create, Cartesian grids, distributed graphs
+ *   win     windows: create, allocate, dynamic, fence, free
  *
  * Any failed check prints the rank and line and exits 1.
  */
@@ -536,6 +539,197 @@ static void test_nbc(void)
 	free(a2r);
 }
 
+static void test_nbcv(void)
+{
+	/* Rank r contributes r + 1 ints; the v forms, nonblocking. */
+	int *cnt = malloc(size * sizeof(int)), *dsp = malloc(size * sizeof(int));
+	CHECK(cnt && dsp);
+	int total = 0;
+	for (int r = 0; r < size; r++) {
+		cnt[r] = r + 1;
+		dsp[r] = total;
+		total += r + 1;
+	}
+	int *mine = malloc((rank + 1) * sizeof(int));
+	int *all = malloc(total * sizeof(int)), *gv = malloc(total * sizeof(int));
+	int *sv = malloc(total * sizeof(int)), *back = malloc((rank + 1) * sizeof(int));
+	CHECK(mine && all && gv && sv && back);
+	for (int k = 0; k <= rank; k++)
+		mine[k] = rank * 100 + k;
+	for (int i = 0; i < total; i++)
+		sv[i] = i;
+	int root = size / 2;
+	MPI_Request q[4];
+	OK(MPI_Iallgatherv(mine, rank + 1, MPI_INT, all, cnt, dsp, MPI_INT,
+			   MPI_COMM_WORLD, &q[0]));
+	OK(MPI_Igatherv(mine, rank + 1, MPI_INT, gv, cnt, dsp, MPI_INT, root,
+			MPI_COMM_WORLD, &q[1]));
+	OK(MPI_Iscatterv(sv, cnt, dsp, MPI_INT, back, rank + 1, MPI_INT, root,
+			 MPI_COMM_WORLD, &q[2]));
+	int rsb[2] = {rank, 2 * rank}, rso = -1;
+	int *rsin = malloc(size * sizeof(int));
+	CHECK(rsin);
+	for (int r = 0; r < size; r++)
+		rsin[r] = rank + r;
+	OK(MPI_Ireduce_scatter_block(rsin, &rso, 1, MPI_INT, MPI_SUM,
+				     MPI_COMM_WORLD, &q[3]));
+	OK(MPI_Waitall(4, q, MPI_STATUSES_IGNORE));
+	for (int r = 0; r < size; r++)
+		for (int k = 0; k <= r; k++) {
+			CHECK(all[dsp[r] + k] == r * 100 + k);
+			if (rank == root)
+				CHECK(gv[dsp[r] + k] == r * 100 + k);
+		}
+	for (int k = 0; k <= rank; k++)
+		CHECK(back[k] == dsp[rank] + k);
+	CHECK(rso == size * (size - 1) / 2 + size * rank);
+	/* Ialltoallv: rank r sends r + 1 copies of its rank to everyone. */
+	int *scnt = malloc(size * sizeof(int)), *sdsp = malloc(size * sizeof(int));
+	int *rcnt = malloc(size * sizeof(int)), *rdsp = malloc(size * sizeof(int));
+	int *sb = malloc(size * (rank + 1) * sizeof(int));
+	int *rb = malloc(total * sizeof(int));
+	CHECK(scnt && sdsp && rcnt && rdsp && sb && rb);
+	for (int r = 0; r < size; r++) {
+		scnt[r] = rank + 1;
+		sdsp[r] = r * (rank + 1);
+		rcnt[r] = r + 1;
+		rdsp[r] = dsp[r];
+	}
+	for (int i = 0; i < size * (rank + 1); i++)
+		sb[i] = rank;
+	OK(MPI_Ialltoallv(sb, scnt, sdsp, MPI_INT, rb, rcnt, rdsp, MPI_INT,
+			  MPI_COMM_WORLD, &q[0]));
+	int rsv[2] = {-1, -1}, *rc2 = malloc(size * sizeof(int));
+	int *rin = malloc(2 * size * sizeof(int));
+	CHECK(rc2 && rin);
+	for (int r = 0; r < size; r++)
+		rc2[r] = r == size - 1 ? 2 : 0;
+	for (int i = 0; i < 2 * size; i++)
+		rin[i] = i;
+	int need = rank == size - 1 ? 2 : 0;
+	int tot2 = 2; /* all counts add up to 2: the last rank gets both */
+	(void)tot2;
+	OK(MPI_Ireduce_scatter(rin, rsv, rc2, MPI_INT, MPI_MAX, MPI_COMM_WORLD,
+			       &q[1]));
+	OK(MPI_Waitall(2, q, MPI_STATUSES_IGNORE));
+	for (int r = 0; r < size; r++)
+		for (int k = 0; k <= r; k++)
+			CHECK(rb[dsp[r] + k] == r);
+	if (need)
+		CHECK(rsv[0] == 0 && rsv[1] == 1);
+	(void)rsb;
+	free(cnt), free(dsp), free(mine), free(all), free(gv), free(sv);
+	free(back), free(rsin), free(scnt), free(sdsp), free(rcnt);
+	free(rdsp), free(sb), free(rb), free(rc2), free(rin);
+}
+
+static void test_topo(void)
+{
+	int d[3] = {0, 0, 0};
+	OK(MPI_Dims_create(12, 3, d));
+	CHECK(d[0] == 3 && d[1] == 2 && d[2] == 2);
+	int e[2] = {0, 3};
+	OK(MPI_Dims_create(12, 2, e));
+	CHECK(e[0] == 4 && e[1] == 3);
+	int f[2] = {0, 0};
+	OK(MPI_Dims_create(size, 2, f));
+	CHECK(f[0] * f[1] == size && f[0] >= f[1]);
+
+	/* A periodic ring of all ranks, and a grid of the first ones. */
+	MPI_Comm ring, grid;
+	int dims1 = size, per1 = 1, st;
+	OK(MPI_Cart_create(MPI_COMM_WORLD, 1, &dims1, &per1, 0, &ring));
+	OK(MPI_Topo_test(ring, &st));
+	CHECK(st == MPI_CART);
+	int src, dst;
+	OK(MPI_Cart_shift(ring, 0, 1, &src, &dst));
+	CHECK(src == prev && dst == next);
+	int v = rank, w = -1;
+	OK(MPI_Sendrecv(&v, 1, MPI_INT, dst, 0, &w, 1, MPI_INT, src, 0, ring,
+			MPI_STATUS_IGNORE));
+	CHECK(w == prev);
+	OK(MPI_Comm_free(&ring));
+	int gd[2] = {2, size / 2 > 0 ? size / 2 : 1}, gp[2] = {0, 0};
+	if (size == 1)
+		gd[0] = 1;
+	OK(MPI_Cart_create(MPI_COMM_WORLD, 2, gd, gp, 0, &grid));
+	if (rank >= gd[0] * gd[1]) {
+		CHECK(grid == MPI_COMM_NULL);
+	} else {
+		int co[2], r2, nd, dd[2], pp[2], cc[2];
+		OK(MPI_Cart_coords(grid, rank, 2, co));
+		CHECK(co[0] == rank / gd[1] && co[1] == rank % gd[1]);
+		OK(MPI_Cart_rank(grid, co, &r2));
+		CHECK(r2 == rank);
+		OK(MPI_Cartdim_get(grid, &nd));
+		CHECK(nd == 2);
+		OK(MPI_Cart_get(grid, 2, dd, pp, cc));
+		CHECK(dd[0] == gd[0] && dd[1] == gd[1] && cc[0] == co[0]);
+		OK(MPI_Cart_shift(grid, 0, 1, &src, &dst));
+		CHECK(co[0] == 0 ? src == MPI_PROC_NULL : src == rank - gd[1]);
+		OK(MPI_Comm_set_errhandler(grid, MPI_ERRORS_RETURN));
+		int out[2] = {gd[0], 0};
+		CHECK(MPI_Cart_rank(grid, out, &r2) == MPI_ERR_ARG);
+		OK(MPI_Comm_free(&grid));
+	}
+
+	/* A directed ring as a distributed graph, weighted. */
+	MPI_Comm g;
+	int wi = 5, wo = 7;
+	OK(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, &prev, &wi, 1,
+					  &next, &wo, MPI_INFO_NULL, 0, &g));
+	int indeg, outdeg, weighted, s1, d1, ws, wd;
+	OK(MPI_Dist_graph_neighbors_count(g, &indeg, &outdeg, &weighted));
+	CHECK(indeg == 1 && outdeg == 1 && weighted);
+	OK(MPI_Dist_graph_neighbors(g, 1, &s1, &ws, 1, &d1, &wd));
+	CHECK(s1 == prev && d1 == next && ws == 5 && wd == 7);
+	OK(MPI_Topo_test(g, &st));
+	CHECK(st == MPI_DIST_GRAPH);
+	OK(MPI_Comm_free(&g));
+	OK(MPI_Topo_test(MPI_COMM_WORLD, &st));
+	CHECK(st == MPI_UNDEFINED);
+	OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+	CHECK(MPI_Cart_coords(MPI_COMM_WORLD, 0, 1, d) == MPI_ERR_TOPOLOGY);
+	CHECK(MPI_Dims_create(7, 1, (int[]){2}) == MPI_ERR_ARG);
+	OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+
+	char name[MPI_MAX_OBJECT_NAME];
+	int len;
+	OK(MPI_Type_get_name(MPI_DOUBLE, name, &len));
+	CHECK(!strcmp(name, "MPI_DOUBLE") && len == 10);
+	MPI_Datatype t;
+	OK(MPI_Type_contiguous(2, MPI_INT, &t));
+	OK(MPI_Type_set_name(t, "pair"));
+	OK(MPI_Type_get_name(t, name, &len));
+	CHECK(!strcmp(name, "pair"));
+	OK(MPI_Type_free(&t));
+}
+
+static void test_win(void)
+{
+	MPI_Win w1, w2, w3;
+	int mem[4] = {0};
+	OK(MPI_Win_create(mem, sizeof(mem), sizeof(int), MPI_INFO_NULL,
+			  MPI_COMM_WORLD, &w1));
+	int *base = NULL;
+	OK(MPI_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &w2));
+	CHECK(base != NULL);
+	base[0] = rank; /* the memory is ours to use */
+	OK(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &w3));
+	OK(MPI_Win_attach(w3, mem, sizeof(mem)));
+	OK(MPI_Win_fence(0, w1));
+	OK(MPI_Win_detach(w3, mem));
+	OK(MPI_Win_set_errhandler(w1, MPI_ERRORS_RETURN));
+	CHECK(MPI_Win_attach(w1, mem, 4) == MPI_ERR_ARG);
+	OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+	CHECK(MPI_Win_fence(0, MPI_WIN_NULL) == MPI_ERR_WIN);
+	OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+	OK(MPI_Win_free(&w3));
+	OK(MPI_Win_free(&w2));
+	OK(MPI_Win_free(&w1));
+	CHECK(w1 == MPI_WIN_NULL);
+}
+
 static void *not_main(void *arg)
 {
 	int flag = -1;
@@ -608,7 +802,9 @@ int main(int argc, char **argv)
 		void (*fn)(void);
 	} cases[] = {{"dtype", test_dtype}, {"group", test_group},
 		     {"modes", test_modes}, {"reqs", test_reqs},
-		     {"nbc", test_nbc},     {"env", test_env}};
+		     {"nbc", test_nbc},     {"nbcv", test_nbcv},
+		     {"env", test_env},     {"topo", test_topo},
+		     {"win", test_win}};
 	int ran = 0;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		if (all || !strcmp(c, cases[i].name)) {
