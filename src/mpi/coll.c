@@ -2,12 +2,9 @@
  * coll.c -- collective algorithms as schedules, and the blocking and
  * nonblocking entry points built on them.
  *
- * Algorithms: dissemination barrier; binomial-tree broadcast; binomial
- * reduce towards rank 0 (folding in rank order, so any op is right)
- * then one hop to the root; recursive-doubling allreduce (pairs folded
- * by rank, extra ranks of a non-power-of-two size paired off first);
- * ring allgather; recursive-doubling scan; linear gather, scatter and
- * all-to-all with every message of a round posted at once.
+ * Algorithms here: ring allgather; recursive-doubling scan; gather,
+ * scatter and all-to-all with every message of a round posted at once.
+ * Barrier, broadcast, reduce and allreduce (flat or by host): tree.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -102,133 +99,6 @@ int pcori_mpi_red_type(MPI_Datatype t, int count, MPI_Op op, MPI_Datatype *pt,
 }
 
 /* --------------------------------------------------------- algorithms */
-
-static void b_barrier(sched_t *s)
-{
-	comm_t *c = s->c;
-	int n = c->size, k = 1;
-	unsigned base = pcori_mpi_sched_stage(s, 32);
-	for (int i = 0; k < n; k <<= 1, i++) {
-		s->round = (uint8_t)(base + i);
-		pcori_mpi_sched_recv(s, (c->rank - k + n) % n, NULL, 0);
-		pcori_mpi_sched_send(s, (c->rank + k) % n, NULL, 0);
-		pcori_mpi_sched_fence(s);
-	}
-}
-
-static void b_bcast(sched_t *s, void *buf, size_t len, int root)
-{
-	comm_t *c = s->c;
-	int n = c->size, v = (c->rank - root + n) % n, mask = 1;
-	pcori_mpi_sched_stage(s, 1); /* one message per rank: one round */
-	while (mask < n) {
-		if (v & mask) {
-			pcori_mpi_sched_recv(s, (v - mask + root) % n, buf, len);
-			pcori_mpi_sched_fence(s);
-			break;
-		}
-		mask <<= 1;
-	}
-	for (mask >>= 1; mask > 0; mask >>= 1)
-		if (v + mask < n)
-			pcori_mpi_sched_send(s, (v + mask + root) % n, buf,
-					     len);
-	pcori_mpi_sched_fence(s);
-}
-
-/*
- * Reduce count elements at in into out at root.  Binomial towards rank
- * 0: rank r folds the block of ranks [r + mask, r + 2 mask) after its
- * own [r, r + mask), so the fold is in rank order.
- */
-static void b_reduce(sched_t *s, const void *in, void *out, int count,
-		     MPI_Datatype t, MPI_Op op, int root)
-{
-	comm_t *c = s->c;
-	int n = c->size, r = c->rank;
-	size_t len = (size_t)count * pcori_mpi_type(t)->size;
-	unsigned base = pcori_mpi_sched_stage(s, 2);
-	const void *acc = in;
-	for (int mask = 1; mask < n; mask <<= 1) {
-		if (r & mask) {
-			pcori_mpi_sched_send(s, r - mask, acc, len);
-			pcori_mpi_sched_fence(s);
-			acc = NULL;
-			break;
-		}
-		if (r + mask < n) {
-			void *tmp = pcori_mpi_sched_alloc(s, len);
-			pcori_mpi_sched_recv(s, r + mask, tmp, len);
-			pcori_mpi_sched_fence(s);
-			pcori_mpi_sched_reduce(s, op, t, acc, tmp, count);
-			acc = tmp;
-		}
-	}
-	s->round = (uint8_t)(base + 1);
-	if (r == 0 && root == 0) {
-		pcori_mpi_sched_copy(s, acc, out, len);
-	} else if (r == 0) {
-		pcori_mpi_sched_send(s, root, acc, len);
-	} else if (r == root) {
-		pcori_mpi_sched_recv(s, 0, out, len);
-	}
-	pcori_mpi_sched_fence(s);
-}
-
-void pcori_mpi_b_allreduce(sched_t *s, const void *in, void *out, int count,
-			MPI_Datatype t, MPI_Op op)
-{
-	comm_t *c = s->c;
-	int n = c->size, r = c->rank, p2 = 1, logp = 0;
-	size_t len = (size_t)count * pcori_mpi_type(t)->size;
-	while (p2 * 2 <= n) {
-		p2 *= 2;
-		logp++;
-	}
-	int rem = n - p2, v;
-	unsigned base = pcori_mpi_sched_stage(s, logp + 2);
-	void *work = pcori_mpi_sched_alloc(s, len);
-	pcori_mpi_sched_copy(s, in, work, len);
-	if (r < 2 * rem && r % 2 == 0) {
-		/* Paired off: hand the data over, get the result back. */
-		pcori_mpi_sched_send(s, r + 1, work, len);
-		pcori_mpi_sched_fence(s);
-		s->round = (uint8_t)(base + 1 + logp);
-		pcori_mpi_sched_recv(s, r + 1, out, len);
-		pcori_mpi_sched_fence(s);
-		return;
-	}
-	if (r < 2 * rem) {
-		void *tmp = pcori_mpi_sched_alloc(s, len);
-		pcori_mpi_sched_recv(s, r - 1, tmp, len);
-		pcori_mpi_sched_fence(s);
-		pcori_mpi_sched_reduce(s, op, t, tmp, work, count);
-		v = r / 2;
-	} else {
-		v = r - rem;
-	}
-	for (int mask = 1, i = 0; mask < p2; mask <<= 1, i++) {
-		int pv = v ^ mask;
-		int peer = pv < rem ? 2 * pv + 1 : pv + rem;
-		void *tmp = pcori_mpi_sched_alloc(s, len);
-		s->round = (uint8_t)(base + 1 + i);
-		pcori_mpi_sched_recv(s, peer, tmp, len);
-		pcori_mpi_sched_send(s, peer, work, len);
-		pcori_mpi_sched_fence(s);
-		if (pv < v) {
-			pcori_mpi_sched_reduce(s, op, t, tmp, work, count);
-		} else {
-			pcori_mpi_sched_reduce(s, op, t, work, tmp, count);
-			work = tmp;
-		}
-	}
-	pcori_mpi_sched_copy(s, work, out, len);
-	if (r < 2 * rem) {
-		s->round = (uint8_t)(base + 1 + logp);
-		pcori_mpi_sched_send(s, r - 1, work, len);
-	}
-	pcori_mpi_sched_fence(s);
-}
 
 static int lay_count(const layout_t *l, int r)
 {
@@ -446,7 +316,7 @@ static int barrier(MPI_Comm comm, MPI_Request *request)
 	int err = coll_begin(comm, 0, MPI_DATATYPE_NULL, &c, &s);
 	if (err)
 		return err;
-	b_barrier(s);
+	pcori_mpi_b_barrier(s);
 	return pcori_mpi_coll_start(s, comm, request);
 }
 
@@ -468,7 +338,7 @@ static int bcast(void *buf, int count, MPI_Datatype t, int root,
 	void *data = c->rank == root ? (void *)pcori_mpi_coll_in(s, buf, count,
 								  d)
 				     : pcori_mpi_coll_out(s, buf, count, t);
-	b_bcast(s, data, len, root);
+	pcori_mpi_b_bcast(s, data, len, root);
 	return pcori_mpi_coll_start(s, comm, request);
 }
 
@@ -498,7 +368,7 @@ static int reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t,
 	if (all)
 		pcori_mpi_b_allreduce(s, sbuf, rbuf, n, pt, op);
 	else
-		b_reduce(s, sbuf, rbuf, n, pt, op, root);
+		pcori_mpi_b_reduce(s, sbuf, rbuf, n, pt, op, root);
 	return pcori_mpi_coll_start(s, comm, request);
 }
 

@@ -58,6 +58,7 @@ err_:
 static void comm_destroy(comm_t *c)
 {
 	pcori_mpi_topo_free(c->topo);
+	pcori_mpi_hier_free(c->hier);
 	free(c->pids);
 	free(c->rank_of);
 	free(c);

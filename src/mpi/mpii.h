@@ -131,6 +131,8 @@ typedef struct comm {
 	int lane;     /* pcor thread id whose queue takes our messages */
 	MPI_Errhandler eh;
 	struct topo *topo; /* Cartesian or graph layout, or NULL */
+	struct hier *hier; /* host layout (tree.c), when hier_state is 2 */
+	_Atomic int hier_state; /* 0 not looked at, 1 flat, 2 by host */
 	_Atomic uint32_t coll_seq; /* collectives started here */
 	char name[MPI_MAX_OBJECT_NAME];
 } comm_t;
@@ -148,6 +150,7 @@ int pcori_mpi_allgather_c(comm_t *c, const void *sbuf, void *rbuf,
 			  size_t len);
 void pcori_mpi_comms_fini(void);
 void pcori_mpi_topo_free(struct topo *t);
+void pcori_mpi_hier_free(struct hier *h);
 
 /* ----------------------------------------------------------- operations */
 
@@ -224,6 +227,11 @@ void *pcori_mpi_coll_out(sched_t *s, void *buf, int count, MPI_Datatype t);
 /* The element type and count a reduction folds, or an error class. */
 int pcori_mpi_red_type(MPI_Datatype t, int count, MPI_Op op,
 		       MPI_Datatype *pt, int *pn);
+/* tree.c: flat, or by host when the communicator spans hosts. */
+void pcori_mpi_b_barrier(sched_t *s);
+void pcori_mpi_b_bcast(sched_t *s, void *buf, size_t len, int root);
+void pcori_mpi_b_reduce(sched_t *s, const void *in, void *out, int count,
+			MPI_Datatype t, MPI_Op op, int root);
 void pcori_mpi_b_allreduce(sched_t *s, const void *in, void *out, int count,
 			   MPI_Datatype t, MPI_Op op);
 void pcori_mpi_b_gather(sched_t *s, const void *in, size_t inlen,

@@ -13,6 +13,9 @@
  *   env     Info objects, thread queries, version strings
  *   topo    Dims_create, Cartesian grids, distributed graphs
  *   win     windows: create, allocate, dynamic, fence, free
+ *   hosts   (run with "hosts H" on H hosts) the collectives that work by
+ *           host, checked from every root, on the world and on a
+ *           communicator with uneven hosts
  *
  * Any failed check prints the rank and line and exits 1.
  */
@@ -730,6 +733,73 @@ static void test_win(void)
 	CHECK(w1 == MPI_WIN_NULL);
 }
 
+/* Expected number of hosts for the "hosts" case (0: any). */
+static int want_hosts;
+
+/* Bcast, reduce, allreduce and barrier on c, every root, two sizes. */
+static void by_host(MPI_Comm c)
+{
+	int r, n;
+	OK(MPI_Comm_rank(c, &r));
+	OK(MPI_Comm_size(c, &n));
+	enum { BIG = 5000 };
+	int *a = malloc(BIG * sizeof(int)), *b = malloc(BIG * sizeof(int));
+	CHECK(a && b);
+	for (int rep = 0; rep < 3; rep++)
+		OK(MPI_Barrier(c));
+	for (int len = 1; len <= BIG; len += BIG - 1) {
+		for (int root = 0; root < n; root++) {
+			for (int i = 0; i < len; i++)
+				a[i] = r == root ? root * 7 + i : -1;
+			OK(MPI_Bcast(a, len, MPI_INT, root, c));
+			for (int i = 0; i < len; i++)
+				CHECK(a[i] == root * 7 + i);
+			for (int i = 0; i < len; i++)
+				a[i] = r + i;
+			OK(MPI_Reduce(a, b, len, MPI_INT, MPI_SUM, root, c));
+			if (r == root)
+				for (int i = 0; i < len; i++)
+					CHECK(b[i] == n * (n - 1) / 2 + n * i);
+		}
+		for (int i = 0; i < len; i++)
+			a[i] = r * (i % 3 + 1);
+		OK(MPI_Allreduce(a, b, len, MPI_INT, MPI_MAX, c));
+		for (int i = 0; i < len; i++)
+			CHECK(b[i] == (n - 1) * (i % 3 + 1));
+		MPI_Request q;
+		OK(MPI_Iallreduce(MPI_IN_PLACE, a, len, MPI_INT, MPI_SUM, c,
+				  &q));
+		OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+		for (int i = 0; i < len; i++)
+			CHECK(a[i] == n * (n - 1) / 2 * (i % 3 + 1));
+	}
+	free(a);
+	free(b);
+}
+
+static void test_hosts(void)
+{
+	MPI_Comm node;
+	int nr, leaders;
+	OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
+			       MPI_INFO_NULL, &node));
+	OK(MPI_Comm_rank(node, &nr));
+	int lead = nr == 0;
+	OK(MPI_Allreduce(&lead, &leaders, 1, MPI_INT, MPI_SUM,
+			 MPI_COMM_WORLD));
+	CHECK(want_hosts == 0 || leaders == want_hosts);
+	OK(MPI_Comm_free(&node));
+	by_host(MPI_COMM_WORLD);
+	/* Without the last rank: hosts with different numbers of ranks. */
+	MPI_Comm part;
+	OK(MPI_Comm_split(MPI_COMM_WORLD, rank == size - 1 && size > 1 ?
+			  MPI_UNDEFINED : 0, rank, &part));
+	if (part != MPI_COMM_NULL) {
+		by_host(part);
+		OK(MPI_Comm_free(&part));
+	}
+}
+
 static void *not_main(void *arg)
 {
 	int flag = -1;
@@ -796,6 +866,7 @@ int main(int argc, char **argv)
 	next = (rank + 1) % size;
 	prev = (rank - 1 + size) % size;
 	const char *c = argc > 1 ? argv[1] : "all";
+	want_hosts = argc > 2 ? atoi(argv[2]) : 0;
 	bool all = !strcmp(c, "all");
 	static const struct {
 		const char *name;
@@ -804,7 +875,7 @@ int main(int argc, char **argv)
 		     {"modes", test_modes}, {"reqs", test_reqs},
 		     {"nbc", test_nbc},     {"nbcv", test_nbcv},
 		     {"env", test_env},     {"topo", test_topo},
-		     {"win", test_win}};
+		     {"win", test_win},     {"hosts", test_hosts}};
 	int ran = 0;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		if (all || !strcmp(c, cases[i].name)) {

@@ -6,11 +6,22 @@
 #   pcorcc  pcorcc --showme prints the flags; a program that includes
 #           <mpi.h> builds with pcorcc and runs under pcorrun -n 2
 #   mpirun  the test program under Open MPI's mpirun (PMIx bootstrap)
+#   netns   2 ranks on each of 2 "hosts" made of network namespaces: the
+#           collectives that work by host (app: mpi_more)
 # Exit 77 means skipped, with the reason on stdout.
 set -u
 case_=$1 pcorrun=$2 app=$3 pcorcc=$4 pmix=${5:-nopmix}
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+namespaces=()
+cleanup() {
+	for ns in "${namespaces[@]}"; do
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+		ip netns del "$ns" 2>/dev/null
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
 
 fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$tmp/out" 2>/dev/null
 	echo "--- stderr"; cat "$tmp/err" 2>/dev/null; exit 1; }
@@ -66,6 +77,38 @@ mpirun)
 	timeout -k 5 120 "$mpirun" --oversubscribe -n 3 "$app" all \
 		>"$tmp/out" 2>"$tmp/err" || fail "mpi_test under mpirun failed"
 	grep -q "mpi_test all: 3 ranks ok" "$tmp/out" || fail "wrong output"
+	;;
+netns)
+	command -v ip >/dev/null || { echo "SKIP: no ip (iproute2)"; exit 77; }
+	tag="pm$$"
+	ctl="${tag}c"
+	ip netns add "$ctl" 2>"$tmp/err" ||
+		{ echo "SKIP: no network namespaces: $(cat "$tmp/err")"; exit 77; }
+	namespaces+=("$ctl")
+	# A private segment that exists only inside these namespaces.
+	net="10.214.$(( $$ % 250 + 1 ))"
+	ip -n "$ctl" link set lo up
+	ip -n "$ctl" link add br0 type bridge || fail "no bridge support"
+	ip -n "$ctl" addr add "$net.1/24" dev br0
+	ip -n "$ctl" link set br0 up
+	hosts=()
+	for i in 1 2; do
+		ns="${tag}h$i"
+		ip netns add "$ns" || fail "ip netns add $ns"
+		namespaces+=("$ns")
+		hosts+=("$ns")
+		ip -n "$ns" link set lo up
+		ip -n "$ctl" link add "v$i" type veth peer name eth0 netns "$ns" ||
+			fail "no veth support"
+		ip -n "$ctl" link set "v$i" master br0 up
+		ip -n "$ns" addr add "$net.$((i + 1))/24" dev eth0
+		ip -n "$ns" link set eth0 up
+	done
+	timeout -k 5 120 ip netns exec "$ctl" "$pcorrun" -n 4 \
+		-H "${hosts[0]},${hosts[1]}" --rsh 'ip netns exec %h' \
+		--agent-if "$net.1" "$app" hosts 2 >"$tmp/out" 2>"$tmp/err" ||
+		fail "mpi_more hosts on 2 namespaces x 2 ranks failed"
+	grep -q "mpi_more hosts: 4 ranks ok" "$tmp/out" || fail "wrong output"
 	;;
 *) echo "unknown case $case_"; exit 2 ;;
 esac
