@@ -15,6 +15,8 @@ pkgs=(
   clang libclang-rt-14-dev
   # benchmark plots
   gnuplot-nox
+  # MPI comparisons (bench/mpi): Open MPI and MPICH compilers and runtimes
+  libopenmpi-dev mpich libmpich-dev
 )
 
 missing=()
