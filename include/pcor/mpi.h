@@ -341,6 +341,22 @@ int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount,
 		 int indices[], MPI_Status statuses[]);
 int MPI_Testsome(int incount, MPI_Request requests[], int *outcount,
 		 int indices[], MPI_Status statuses[]);
+/*
+ * Persistent requests: made idle, started by MPI_Start(all), idle again
+ * once Wait/Test has reported them; freed by MPI_Request_free.
+ */
+int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype,
+		  int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype,
+		   int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype,
+		   int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype,
+		   int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source,
+		  int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Start(MPI_Request *request);
+int MPI_Startall(int count, MPI_Request array_of_requests[]);
 /* Withdraws a receive nothing has matched yet; other requests run on. */
 int MPI_Cancel(MPI_Request *request);
 int MPI_Test_cancelled(const MPI_Status *status, int *flag);

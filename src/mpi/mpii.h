@@ -245,11 +245,19 @@ void pcori_mpi_b_alltoall(sched_t *s, const layout_t *sl,
 
 /* ------------------------------------------------------------- requests */
 
-enum { R_NULL, R_SEND, R_RECV, R_SSEND, R_COLL, R_DONE };
+/* R_IDLE: a persistent request not started (or finished and reaped). */
+enum { R_NULL, R_SEND, R_RECV, R_SSEND, R_COLL, R_DONE, R_IDLE };
 
 typedef struct req {
 	int kind;
-	bool used, cancelled, persistent_free;
+	bool used, persistent;
+	struct {       /* a persistent request's operation */
+		int mode;
+		bool recv;
+		void *buf;
+		int count, peer, tag;
+		MPI_Datatype t;
+	} p;
 	pcor_handle_t h;   /* send or receive */
 	pcor_handle_t ack; /* R_SSEND: the receiver's acknowledgement */
 	MPI_Comm comm;
@@ -265,6 +273,8 @@ typedef struct req {
 } req_t;
 
 req_t *pcori_mpi_req_get(MPI_Request q);
+/* MPI_REQUEST_NULL, or a persistent request not started. */
+bool pcori_mpi_req_idle(MPI_Request q);
 /* A fresh request (zeroed, used) and its handle; NULL when out of memory. */
 req_t *pcori_mpi_req_new(MPI_Request *q_p);
 /* Drop request q and what it holds. */

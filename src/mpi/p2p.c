@@ -200,6 +200,103 @@ static int nb(int mode, bool recv, const void *buf, int count,
 	return MPI_SUCCESS;
 }
 
+/* ------------------------------------------------ persistent requests */
+
+static int pinit(int mode, bool recv, const void *buf, int count,
+		 MPI_Datatype t, int peer, int tag, MPI_Comm comm,
+		 MPI_Request *request, const char *fn)
+{
+	CHECK_INIT(fn);
+	int err = check_p2p(pcori_mpi_comm(comm), count, t, peer, tag, recv);
+	if (!err && !request)
+		err = MPI_ERR_ARG;
+	if (err)
+		return FAIL(comm, fn, err);
+	req_t *r = pcori_mpi_req_new(request);
+	if (!r)
+		return FAIL(comm, fn, MPI_ERR_OTHER);
+	r->persistent = true;
+	r->kind = R_IDLE;
+	r->comm = comm;
+	r->p.mode = mode;
+	r->p.recv = recv;
+	r->p.buf = (void *)buf;
+	r->p.count = count;
+	r->p.t = t;
+	r->p.peer = peer;
+	r->p.tag = tag;
+	return MPI_SUCCESS;
+}
+
+int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype,
+		  int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+	return pinit(M_STD, false, buf, count, datatype, dest, tag, comm,
+		     request, "MPI_Send_init");
+}
+
+int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype,
+		   int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+	return pinit(M_SYNC, false, buf, count, datatype, dest, tag, comm,
+		     request, "MPI_Ssend_init");
+}
+
+int MPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype,
+		   int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+	return pinit(M_BUF, false, buf, count, datatype, dest, tag, comm,
+		     request, "MPI_Bsend_init");
+}
+
+int MPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype,
+		   int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+	return pinit(M_STD, false, buf, count, datatype, dest, tag, comm,
+		     request, "MPI_Rsend_init");
+}
+
+int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source,
+		  int tag, MPI_Comm comm, MPI_Request *request)
+{
+	return pinit(M_STD, true, buf, count, datatype, source, tag, comm,
+		     request, "MPI_Recv_init");
+}
+
+int MPI_Start(MPI_Request *request)
+{
+	CHECK_INIT("MPI_Start");
+	req_t *r = request ? pcori_mpi_req_get(*request) : NULL;
+	if (!r || !r->persistent || r->kind != R_IDLE)
+		return FAIL(r ? r->comm : MPI_COMM_WORLD, "MPI_Start",
+			    MPI_ERR_REQUEST);
+	r->h = r->ack = -1;
+	r->err = 0;
+	int err = r->p.recv
+		? recv_start(r->p.buf, r->p.count, r->p.t, r->p.peer,
+			     r->p.tag, r->comm, r)
+		: send_start(r->p.mode, r->p.buf, r->p.count, r->p.t,
+			     r->p.peer, r->p.tag, r->comm, r);
+	if (err) {
+		r->kind = R_IDLE;
+		return FAIL(r->comm, "MPI_Start", err);
+	}
+	return MPI_SUCCESS;
+}
+
+int MPI_Startall(int count, MPI_Request array_of_requests[])
+{
+	CHECK_INIT("MPI_Startall");
+	if (count < 0 || (count && !array_of_requests))
+		return FAIL(MPI_COMM_WORLD, "MPI_Startall", MPI_ERR_ARG);
+	for (int i = 0; i < count; i++) {
+		int rc = MPI_Start(&array_of_requests[i]);
+		if (rc)
+			return rc;
+	}
+	return MPI_SUCCESS;
+}
+
 /* A blocking call: the nonblocking one, then its wait. */
 static int blk(int mode, bool recv, const void *buf, int count,
 	       MPI_Datatype t, int peer, int tag, MPI_Comm comm,

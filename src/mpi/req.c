@@ -22,6 +22,14 @@ req_t *pcori_mpi_req_get(MPI_Request q)
 	return pcori_mpi_tab_get(&reqs, HINDEX(q) - 1);
 }
 
+bool pcori_mpi_req_idle(MPI_Request q)
+{
+	if (q == MPI_REQUEST_NULL)
+		return true;
+	req_t *r = pcori_mpi_req_get(q);
+	return r && r->kind == R_IDLE;
+}
+
 req_t *pcori_mpi_req_new(MPI_Request *q_p)
 {
 	req_t *r = calloc(1, sizeof(*r));
@@ -88,6 +96,7 @@ static bool req_progress(req_t *r, bool block)
 	switch (r->kind) {
 	case R_DONE:
 		return true;
+	case R_IDLE:
 	case R_NULL:
 		pcori_mpi_status_set(&r->st, NULL, NULL, MPI_SUCCESS, true);
 		break;
@@ -136,7 +145,10 @@ static bool req_progress(req_t *r, bool block)
 	return true;
 }
 
-/* Hand a finished request's outcome over and release it. */
+/*
+ * Hand a finished request's outcome over and release it; a persistent
+ * one goes back to idle, its handle kept.
+ */
 static int req_reap(MPI_Request *q, MPI_Status *st)
 {
 	req_t *r = pcori_mpi_req_get(*q);
@@ -144,6 +156,12 @@ static int req_reap(MPI_Request *q, MPI_Status *st)
 	if (st) {
 		*st = r->st;
 		st->MPI_ERROR = err;
+	}
+	if (r->persistent) {
+		free(r->tmp);
+		r->tmp = NULL;
+		r->kind = R_IDLE;
+		return err;
 	}
 	pcori_mpi_req_free(*q);
 	*q = MPI_REQUEST_NULL;
@@ -160,7 +178,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status)
 	CHECK_INIT("MPI_Wait");
 	if (!request)
 		return FAIL(MPI_COMM_WORLD, "MPI_Wait", MPI_ERR_ARG);
-	if (*request == MPI_REQUEST_NULL) {
+	if (pcori_mpi_req_idle(*request)) {
 		status_empty(status);
 		return MPI_SUCCESS;
 	}
@@ -178,7 +196,7 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 	if (!request || !flag)
 		return FAIL(MPI_COMM_WORLD, "MPI_Test", MPI_ERR_ARG);
 	*flag = 1;
-	if (*request == MPI_REQUEST_NULL) {
+	if (pcori_mpi_req_idle(*request)) {
 		status_empty(status);
 		return MPI_SUCCESS;
 	}
@@ -219,7 +237,7 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
 		return FAIL(comm, "MPI_Waitall", err);
 	for (int i = 0; i < count; i++) {
 		MPI_Status *st = statuses ? &statuses[i] : NULL;
-		if (requests[i] == MPI_REQUEST_NULL) {
+		if (pcori_mpi_req_idle(requests[i])) {
 			status_empty(st);
 			continue;
 		}
@@ -243,7 +261,7 @@ int MPI_Testall(int count, MPI_Request requests[], int *flag,
 	/* All or nothing: the finished keep their outcome meanwhile. */
 	bool all = true;
 	for (int i = 0; i < count; i++)
-		if (requests[i] != MPI_REQUEST_NULL &&
+		if (!pcori_mpi_req_idle(requests[i]) &&
 		    !req_progress(pcori_mpi_req_get(requests[i]), false))
 			all = false;
 	*flag = all;
@@ -251,7 +269,7 @@ int MPI_Testall(int count, MPI_Request requests[], int *flag,
 		return MPI_SUCCESS;
 	for (int i = 0; i < count; i++) {
 		MPI_Status *st = statuses ? &statuses[i] : NULL;
-		if (requests[i] == MPI_REQUEST_NULL)
+		if (pcori_mpi_req_idle(requests[i]))
 			status_empty(st);
 		else if (req_reap(&requests[i], st))
 			err = MPI_ERR_IN_STATUS;
@@ -276,7 +294,7 @@ static int any(int count, MPI_Request reqv[], int *index, MPI_Status *st,
 	for (;;) {
 		bool active = false;
 		for (int i = 0; i < count; i++) {
-			if (reqv[i] == MPI_REQUEST_NULL)
+			if (pcori_mpi_req_idle(reqv[i]))
 				continue;
 			active = true;
 			req_t *r = pcori_mpi_req_get(reqv[i]);
@@ -338,7 +356,7 @@ static int some(int incount, MPI_Request reqv[], int *outcount,
 		int n = 0;
 		bool active = false;
 		for (int i = 0; i < incount; i++) {
-			if (reqv[i] == MPI_REQUEST_NULL)
+			if (pcori_mpi_req_idle(reqv[i]))
 				continue;
 			active = true;
 			if (!req_progress(pcori_mpi_req_get(reqv[i]), false))
@@ -384,6 +402,10 @@ int MPI_Request_free(MPI_Request *request)
 	/* Nothing here advances a forgotten request: finish it now. */
 	req_progress(r, true);
 	req_reap(request, NULL);
+	if (*request != MPI_REQUEST_NULL) { /* persistent */
+		pcori_mpi_req_free(*request);
+		*request = MPI_REQUEST_NULL;
+	}
 	return MPI_SUCCESS;
 }
 

@@ -434,6 +434,26 @@ static void test_reqs(void)
 	OK(MPI_Request_free(&sq[0]));
 	CHECK(sq[0] == MPI_REQUEST_NULL);
 
+	/* Persistent requests around the ring, restarted five times. */
+	MPI_Request pr[2];
+	int pv = -1, po = 0;
+	OK(MPI_Recv_init(&pv, 1, MPI_INT, prev, 40, MPI_COMM_WORLD, &pr[0]));
+	OK(MPI_Send_init(&po, 1, MPI_INT, next, 40, MPI_COMM_WORLD, &pr[1]));
+	for (int it = 0; it < 5; it++) {
+		po = rank * 10 + it;
+		OK(MPI_Startall(2, pr));
+		OK(MPI_Waitall(2, pr, MPI_STATUSES_IGNORE));
+		CHECK(pr[0] != MPI_REQUEST_NULL && pr[1] != MPI_REQUEST_NULL);
+		CHECK(pv == prev * 10 + it);
+	}
+	/* An idle persistent request completes at once with empty status. */
+	MPI_Status pst;
+	OK(MPI_Wait(&pr[0], &pst));
+	CHECK(pst.MPI_SOURCE == MPI_PROC_NULL && pr[0] != MPI_REQUEST_NULL);
+	OK(MPI_Request_free(&pr[0]));
+	OK(MPI_Request_free(&pr[1]));
+	CHECK(pr[0] == MPI_REQUEST_NULL && pr[1] == MPI_REQUEST_NULL);
+
 	/* Cancel a receive nothing will match. */
 	MPI_Request c;
 	MPI_Status st;
