@@ -280,6 +280,9 @@ req_t *pcori_mpi_req_new(MPI_Request *q_p);
 /* Drop request q and what it holds. */
 void pcori_mpi_req_free(MPI_Request q);
 void pcori_mpi_reqs_fini(void);
+/* Run a request that lives outside the table (a blocking call's) to its
+ * end; its status in *st (may be NULL), its error class returned. */
+int pcori_mpi_req_run(req_t *r, MPI_Status *st);
 
 /* ------------------------------------------------------- environment */
 

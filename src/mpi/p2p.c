@@ -297,16 +297,21 @@ int MPI_Startall(int count, MPI_Request array_of_requests[])
 	return MPI_SUCCESS;
 }
 
-/* A blocking call: the nonblocking one, then its wait. */
+/*
+ * A blocking call: the operation started and run to its end in a request
+ * on the stack (no handle to make and drop on the latency path).
+ */
 static int blk(int mode, bool recv, const void *buf, int count,
 	       MPI_Datatype t, int peer, int tag, MPI_Comm comm,
 	       MPI_Status *status, const char *fn)
 {
-	MPI_Request q;
-	int err = nb(mode, recv, buf, count, t, peer, tag, comm, &q, fn);
-	if (err)
-		return err;
-	return MPI_Wait(&q, status);
+	CHECK_INIT(fn);
+	req_t r = {.used = true, .h = -1, .ack = -1};
+	int err = recv ? recv_start((void *)buf, count, t, peer, tag, comm, &r)
+		       : send_start(mode, buf, count, t, peer, tag, comm, &r);
+	if (!err)
+		err = pcori_mpi_req_run(&r, status);
+	RETURN(comm, fn, err);
 }
 
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,

@@ -168,6 +168,18 @@ static int req_reap(MPI_Request *q, MPI_Status *st)
 	return err;
 }
 
+int pcori_mpi_req_run(req_t *r, MPI_Status *st)
+{
+	req_progress(r, true);
+	if (st) {
+		*st = r->st;
+		st->MPI_ERROR = r->err;
+	}
+	free(r->tmp);
+	r->tmp = NULL;
+	return r->err;
+}
+
 static void status_empty(MPI_Status *st)
 {
 	pcori_mpi_status_set(st, NULL, NULL, MPI_SUCCESS, true);
