@@ -13,13 +13,22 @@
 
 #include "mpii.h"
 
+/*
+ * Request objects stay in their table slot for good; a freed one is only
+ * marked unused and its index kept for the next request, so the message
+ * path allocates nothing.  free_lock guards the list of free indexes.
+ */
 static htable_t reqs;
+static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
+static int *free_idx;
+static int nfree, capfree;
 
 req_t *pcori_mpi_req_get(MPI_Request q)
 {
 	if (HKIND(q) != REQ_KIND)
 		return NULL;
-	return pcori_mpi_tab_get(&reqs, HINDEX(q) - 1);
+	req_t *r = pcori_mpi_tab_get(&reqs, HINDEX(q) - 1);
+	return r && r->used ? r : NULL;
 }
 
 bool pcori_mpi_req_idle(MPI_Request q)
@@ -32,35 +41,63 @@ bool pcori_mpi_req_idle(MPI_Request q)
 
 req_t *pcori_mpi_req_new(MPI_Request *q_p)
 {
-	req_t *r = calloc(1, sizeof(*r));
-	if (!r)
-		return NULL;
-	r->used = true;
-	r->h = r->ack = -1;
-	int i = pcori_mpi_tab_add(&reqs, r, 0);
-	if (i < 0) {
-		free(r);
-		return NULL;
+	int i = -1;
+	req_t *r;
+	pthread_mutex_lock(&free_lock);
+	if (nfree)
+		i = free_idx[--nfree];
+	pthread_mutex_unlock(&free_lock);
+	if (i >= 0) {
+		r = pcori_mpi_tab_get(&reqs, i);
+	} else {
+		r = malloc(sizeof(*r));
+		i = r ? pcori_mpi_tab_add(&reqs, r, 0) : -1;
+		if (i < 0) {
+			free(r);
+			return NULL;
+		}
 	}
+	/* Only what every path reads before writing it. */
+	r->kind = R_NULL;
+	r->used = true;
+	r->persistent = false;
+	r->h = r->ack = -1;
+	r->tmp = NULL;
+	r->sched = NULL;
+	r->err = 0;
 	*q_p = (MPI_Request)(REQ_KIND | (unsigned)(i + 1));
 	return r;
 }
 
-static void req_destroy(req_t *r)
+static void req_clear(req_t *r)
 {
 	free(r->tmp);
+	r->tmp = NULL;
 	if (r->sched) {
 		pcori_mpi_sched_fini(r->sched);
 		free(r->sched);
+		r->sched = NULL;
 	}
-	free(r);
 }
 
 void pcori_mpi_req_free(MPI_Request q)
 {
 	req_t *r = pcori_mpi_req_get(q);
-	pcori_mpi_tab_del(&reqs, HINDEX(q) - 1);
-	req_destroy(r);
+	req_clear(r);
+	r->used = false;
+	pthread_mutex_lock(&free_lock);
+	if (nfree == capfree) {
+		int n = capfree ? 2 * capfree : 256;
+		int *p = realloc(free_idx, n * sizeof(*p));
+		if (!p) { /* keep the slot out of use rather than lose it */
+			pthread_mutex_unlock(&free_lock);
+			return;
+		}
+		free_idx = p;
+		capfree = n;
+	}
+	free_idx[nfree++] = HINDEX(q) - 1;
+	pthread_mutex_unlock(&free_lock);
 }
 
 void pcori_mpi_reqs_fini(void)
@@ -69,9 +106,14 @@ void pcori_mpi_reqs_fini(void)
 		req_t *r = pcori_mpi_tab_get(&reqs, i);
 		if (r) {
 			pcori_mpi_tab_del(&reqs, i);
-			req_destroy(r);
+			if (r->used)
+				req_clear(r);
+			free(r);
 		}
 	}
+	free(free_idx);
+	free_idx = NULL;
+	nfree = capfree = 0;
 }
 
 /* Test (or wait for) one pcor handle; -1 once done, rc kept in *rc_p. */
@@ -149,9 +191,8 @@ static bool req_progress(req_t *r, bool block)
  * Hand a finished request's outcome over and release it; a persistent
  * one goes back to idle, its handle kept.
  */
-static int req_reap(MPI_Request *q, MPI_Status *st)
+static int req_reap(MPI_Request *q, req_t *r, MPI_Status *st)
 {
-	req_t *r = pcori_mpi_req_get(*q);
 	int err = r->err;
 	if (st) {
 		*st = r->st;
@@ -199,7 +240,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status)
 		return FAIL(MPI_COMM_WORLD, "MPI_Wait", MPI_ERR_REQUEST);
 	MPI_Comm comm = r->comm;
 	req_progress(r, true);
-	RETURN(comm, "MPI_Wait", req_reap(request, status));
+	RETURN(comm, "MPI_Wait", req_reap(request, r, status));
 }
 
 int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
@@ -220,7 +261,7 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 		*flag = 0;
 		return MPI_SUCCESS;
 	}
-	RETURN(comm, "MPI_Test", req_reap(request, status));
+	RETURN(comm, "MPI_Test", req_reap(request, r, status));
 }
 
 /* Check an array of requests; the communicator for errors in *comm_p. */
@@ -249,12 +290,13 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
 		return FAIL(comm, "MPI_Waitall", err);
 	for (int i = 0; i < count; i++) {
 		MPI_Status *st = statuses ? &statuses[i] : NULL;
-		if (pcori_mpi_req_idle(requests[i])) {
+		req_t *r = pcori_mpi_req_get(requests[i]);
+		if (!r || r->kind == R_IDLE) {
 			status_empty(st);
 			continue;
 		}
-		req_progress(pcori_mpi_req_get(requests[i]), true);
-		if (req_reap(&requests[i], st))
+		req_progress(r, true);
+		if (req_reap(&requests[i], r, st))
 			err = MPI_ERR_IN_STATUS;
 	}
 	RETURN(comm, "MPI_Waitall", err);
@@ -283,7 +325,8 @@ int MPI_Testall(int count, MPI_Request requests[], int *flag,
 		MPI_Status *st = statuses ? &statuses[i] : NULL;
 		if (pcori_mpi_req_idle(requests[i]))
 			status_empty(st);
-		else if (req_reap(&requests[i], st))
+		else if (req_reap(&requests[i],
+				  pcori_mpi_req_get(requests[i]), st))
 			err = MPI_ERR_IN_STATUS;
 	}
 	RETURN(comm, "MPI_Testall", err);
@@ -314,7 +357,7 @@ static int any(int count, MPI_Request reqv[], int *index, MPI_Status *st,
 				MPI_Comm rc = r->comm;
 				*index = i;
 				*found = 1;
-				RETURN(rc, fn, req_reap(&reqv[i], st));
+				RETURN(rc, fn, req_reap(&reqv[i], r, st));
 			}
 		}
 		if (!active) {
@@ -371,10 +414,11 @@ static int some(int incount, MPI_Request reqv[], int *outcount,
 			if (pcori_mpi_req_idle(reqv[i]))
 				continue;
 			active = true;
-			if (!req_progress(pcori_mpi_req_get(reqv[i]), false))
+			req_t *r = pcori_mpi_req_get(reqv[i]);
+			if (!req_progress(r, false))
 				continue;
 			indices[n] = i;
-			if (req_reap(&reqv[i], statuses ? &statuses[n] : NULL))
+			if (req_reap(&reqv[i], r, statuses ? &statuses[n] : NULL))
 				err = MPI_ERR_IN_STATUS;
 			n++;
 		}
@@ -413,7 +457,7 @@ int MPI_Request_free(MPI_Request *request)
 			    MPI_ERR_REQUEST);
 	/* Nothing here advances a forgotten request: finish it now. */
 	req_progress(r, true);
-	req_reap(request, NULL);
+	req_reap(request, r, NULL);
 	if (*request != MPI_REQUEST_NULL) { /* persistent */
 		pcori_mpi_req_free(*request);
 		*request = MPI_REQUEST_NULL;
