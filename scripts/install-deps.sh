@@ -17,6 +17,8 @@ pkgs=(
   gnuplot-nox
   # MPI comparisons (bench/mpi): Open MPI and MPICH compilers and runtimes
   libopenmpi-dev mpich libmpich-dev
+  # MPI programs under a real Slurm (tests/mpi/slurm_run.sh)
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()
