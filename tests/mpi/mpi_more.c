@@ -28,15 +28,8 @@
 
 static int rank, size, next, prev;
 
-#define CHECK(c)                                                          \
-	do {                                                              \
-		if (!(c)) {                                               \
-			fprintf(stderr, "rank %d: check failed at %s:%d: %s\n", \
-				rank, __FILE__, __LINE__, #c);            \
-			exit(1);                                          \
-		}                                                         \
-	} while (0)
-#define OK(call) CHECK((call) == MPI_SUCCESS)
+#include "mpi_check.h"
+
 
 /* Upper bound of polling loops: far beyond any real wait, never hit. */
 #define SPINS 200000000L

@@ -24,17 +24,10 @@
 #define ITERS 200
 
 static int rank, size, next, prev;
+
+#include "mpi_check.h"
 static MPI_Comm comms[NT], pipe_comm;
 
-#define CHECK(c)                                                          \
-	do {                                                              \
-		if (!(c)) {                                               \
-			fprintf(stderr, "rank %d: check failed at %s:%d: %s\n", \
-				rank, __FILE__, __LINE__, #c);            \
-			exit(1);                                          \
-		}                                                         \
-	} while (0)
-#define OK(call) CHECK((call) == MPI_SUCCESS)
 
 static void *worker(void *arg)
 {

@@ -17,15 +17,8 @@
 
 static int rank, size;
 
-#define CHECK(c)                                                          \
-	do {                                                              \
-		if (!(c)) {                                               \
-			fprintf(stderr, "rank %d: check failed at %s:%d: %s\n", \
-				rank, __FILE__, __LINE__, #c);            \
-			exit(1);                                          \
-		}                                                         \
-	} while (0)
-#define OK(call) CHECK((call) == MPI_SUCCESS)
+#include "mpi_check.h"
+
 
 static void test_p2p(void)
 {
