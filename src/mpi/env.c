@@ -64,6 +64,15 @@ int pcori_mpi_class(int rc)
 		return MPI_SUCCESS;
 	case PCOR_ERR_TRUNCATE:
 		return MPI_ERR_TRUNCATE;
+	case PCOR_ERR_BADBUF:
+		return MPI_ERR_BUFFER;
+	case PCOR_ERR_BADSIZE:
+		return MPI_ERR_COUNT;
+	case PCOR_ERR_BADTAG:
+		return MPI_ERR_TAG;
+	case PCOR_ERR_BADPID:
+	case PCOR_ERR_NOPEER:
+		return MPI_ERR_RANK;
 	case PCOR_ERR_NOMEM:
 	case PCOR_ERR_AGAIN:
 	case PCOR_ERR_PEER_LOST:

@@ -82,6 +82,16 @@ static int check_p2p(comm_t *c, int count, MPI_Datatype t, int peer,
 	return MPI_SUCCESS;
 }
 
+/*
+ * NULL is MPI_BOTTOM: fine for a derived type of absolute addresses,
+ * never for data of a predefined type.
+ */
+static int check_buf(const void *buf, int count, MPI_Datatype t)
+{
+	const dtype_t *d = pcori_mpi_type(t);
+	return !buf && count > 0 && d->predef ? MPI_ERR_BUFFER : MPI_SUCCESS;
+}
+
 enum { M_STD, M_SYNC, M_BUF };
 
 static int bsend_post(comm_t *c, int dest, int tag, const void *buf,
@@ -96,6 +106,8 @@ static int send_start(int mode, const void *buf, int count, MPI_Datatype t,
 {
 	comm_t *c = pcori_mpi_comm(comm);
 	int err = check_p2p(c, count, t, dest, tag, false);
+	if (!err)
+		err = check_buf(buf, count, t);
 	if (err)
 		return err;
 	r->comm = comm;
@@ -147,6 +159,8 @@ static int recv_start(void *buf, int count, MPI_Datatype t, int source,
 {
 	comm_t *c = pcori_mpi_comm(comm);
 	int err = check_p2p(c, count, t, source, tag, true);
+	if (!err)
+		err = check_buf(buf, count, t);
 	if (err)
 		return err;
 	r->comm = comm;

@@ -489,6 +489,10 @@ static void test_errors(void)
 		OK(MPI_Error_class(rc_, &cls));                           \
 		CHECK(cls == (want));                                     \
 	} while (0)
+	/* A NULL buffer with data of a predefined type. */
+	CLASS(MPI_Send(NULL, 4, MPI_INT, 0, 0, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+	CLASS(MPI_Recv(NULL, 4, MPI_INT, 0, 0, MPI_COMM_WORLD,
+		       MPI_STATUS_IGNORE), MPI_ERR_BUFFER);
 	CLASS(MPI_Send(&x, 1, MPI_INT, size, 0, MPI_COMM_WORLD), MPI_ERR_RANK);
 	CLASS(MPI_Send(&x, 1, MPI_INT, -5, 0, MPI_COMM_WORLD), MPI_ERR_RANK);
 	CLASS(MPI_Send(&x, 1, MPI_INT, 0, -3, MPI_COMM_WORLD), MPI_ERR_TAG);
