@@ -185,6 +185,10 @@ typedef struct MPI_Status {
 /* Keys of MPI_Comm_get_attr (predefined attributes only). */
 #define MPI_TAG_UB 0x64400001
 #define MPI_WTIME_IS_GLOBAL 0x64400003
+#define MPI_HOST 0x64400005
+#define MPI_IO 0x64400007
+#define MPI_UNIVERSE_SIZE 0x64400009
+#define MPI_APPNUM 0x6440000d
 
 /* MPI_Comm_split_type: the processes that share a host. */
 #define MPI_COMM_TYPE_SHARED 1

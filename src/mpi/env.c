@@ -350,7 +350,9 @@ int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val,
 		      int *flag)
 {
 	CHECK_INIT("MPI_Comm_get_attr");
-	static int tag_ub = TAG_UB, wtime_global = 0;
+	/* Constants of the job: written once, read by any thread. */
+	static int tag_ub = TAG_UB, wtime_global = 0, host = MPI_PROC_NULL;
+	static int io = MPI_ANY_SOURCE, appnum = 0, universe;
 	if (!pcori_mpi_comm(comm))
 		return FAIL(comm, "MPI_Comm_get_attr", MPI_ERR_COMM);
 	if (!attribute_val || !flag)
@@ -362,6 +364,19 @@ int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val,
 		break;
 	case MPI_WTIME_IS_GLOBAL:
 		*(int **)attribute_val = &wtime_global;
+		break;
+	case MPI_HOST: /* no process is special */
+		*(int **)attribute_val = &host;
+		break;
+	case MPI_IO: /* every process can do I/O */
+		*(int **)attribute_val = &io;
+		break;
+	case MPI_APPNUM:
+		*(int **)attribute_val = &appnum;
+		break;
+	case MPI_UNIVERSE_SIZE:
+		universe = pcori_mpi.nprocs;
+		*(int **)attribute_val = &universe;
 		break;
 	default:
 		*flag = 0;

@@ -243,6 +243,13 @@ static void test_comm(void)
 	int *ub, flag;
 	OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
 	CHECK(flag && *ub >= 32767);
+	int *uni, *io;
+	OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_UNIVERSE_SIZE, &uni, &flag));
+	CHECK(flag && *uni == size);
+	OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_IO, &io, &flag));
+	CHECK(flag && *io == MPI_ANY_SOURCE);
+	OK(MPI_Comm_get_attr(MPI_COMM_WORLD, 12345, &io, &flag));
+	CHECK(!flag);
 	/* The largest tag works. */
 	int v = rank, w = -1;
 	OK(MPI_Sendrecv(&v, 1, MPI_INT, rank, *ub, &w, 1, MPI_INT, rank, *ub,
