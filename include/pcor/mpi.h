@@ -65,8 +65,10 @@ typedef struct MPI_Status {
 #define MPI_GRAPH 1
 #define MPI_CART 2
 #define MPI_DIST_GRAPH 3
-#define MPI_UNWEIGHTED ((int *)1)
-#define MPI_WEIGHTS_EMPTY ((int *)2)
+/* Addresses of the library's own (so compilers see real arrays). */
+extern int pcor_mpi_unweighted_[1], pcor_mpi_weights_empty_[1];
+#define MPI_UNWEIGHTED (pcor_mpi_unweighted_)
+#define MPI_WEIGHTS_EMPTY (pcor_mpi_weights_empty_)
 
 /* Groups. */
 #define MPI_GROUP_NULL ((MPI_Group)0x08000000)
@@ -524,6 +526,66 @@ int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[],
 			     int sourceweights[], int maxoutdegree,
 			     int destinations[], int destweights[]);
 int MPI_Topo_test(MPI_Comm comm, int *status);
+
+/*
+ * Neighbourhood collectives over a communicator's topology (grid: per
+ * dimension the negative side, then the positive; graph: its edges), and
+ * Alltoallw (displacements in bytes, a type per block).
+ */
+int MPI_Neighbor_allgather(const void *sendbuf, int sendcount,
+			   MPI_Datatype sendtype, void *recvbuf,
+			   int recvcount, MPI_Datatype recvtype,
+			   MPI_Comm comm);
+int MPI_Ineighbor_allgather(const void *sendbuf, int sendcount,
+			    MPI_Datatype sendtype, void *recvbuf,
+			    int recvcount, MPI_Datatype recvtype,
+			    MPI_Comm comm, MPI_Request *request);
+int MPI_Neighbor_allgatherv(const void *sendbuf, int sendcount,
+			    MPI_Datatype sendtype, void *recvbuf,
+			    const int recvcounts[], const int displs[],
+			    MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Ineighbor_allgatherv(const void *sendbuf, int sendcount,
+			     MPI_Datatype sendtype, void *recvbuf,
+			     const int recvcounts[], const int displs[],
+			     MPI_Datatype recvtype, MPI_Comm comm,
+			     MPI_Request *request);
+int MPI_Neighbor_alltoall(const void *sendbuf, int sendcount,
+			  MPI_Datatype sendtype, void *recvbuf, int recvcount,
+			  MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Ineighbor_alltoall(const void *sendbuf, int sendcount,
+			   MPI_Datatype sendtype, void *recvbuf,
+			   int recvcount, MPI_Datatype recvtype,
+			   MPI_Comm comm, MPI_Request *request);
+int MPI_Neighbor_alltoallv(const void *sendbuf, const int sendcounts[],
+			   const int sdispls[], MPI_Datatype sendtype,
+			   void *recvbuf, const int recvcounts[],
+			   const int rdispls[], MPI_Datatype recvtype,
+			   MPI_Comm comm);
+int MPI_Ineighbor_alltoallv(const void *sendbuf, const int sendcounts[],
+			    const int sdispls[], MPI_Datatype sendtype,
+			    void *recvbuf, const int recvcounts[],
+			    const int rdispls[], MPI_Datatype recvtype,
+			    MPI_Comm comm, MPI_Request *request);
+int MPI_Neighbor_alltoallw(const void *sendbuf, const int sendcounts[],
+			   const MPI_Aint sdispls[],
+			   const MPI_Datatype sendtypes[], void *recvbuf,
+			   const int recvcounts[], const MPI_Aint rdispls[],
+			   const MPI_Datatype recvtypes[], MPI_Comm comm);
+int MPI_Ineighbor_alltoallw(const void *sendbuf, const int sendcounts[],
+			    const MPI_Aint sdispls[],
+			    const MPI_Datatype sendtypes[], void *recvbuf,
+			    const int recvcounts[], const MPI_Aint rdispls[],
+			    const MPI_Datatype recvtypes[], MPI_Comm comm,
+			    MPI_Request *request);
+int MPI_Alltoallw(const void *sendbuf, const int sendcounts[],
+		  const int sdispls[], const MPI_Datatype sendtypes[],
+		  void *recvbuf, const int recvcounts[], const int rdispls[],
+		  const MPI_Datatype recvtypes[], MPI_Comm comm);
+int MPI_Ialltoallw(const void *sendbuf, const int sendcounts[],
+		   const int sdispls[], const MPI_Datatype sendtypes[],
+		   void *recvbuf, const int recvcounts[], const int rdispls[],
+		   const MPI_Datatype recvtypes[], MPI_Comm comm,
+		   MPI_Request *request);
 
 /*
  * Windows: created, allocated, attached, fenced and freed (collective

@@ -151,6 +151,13 @@ int pcori_mpi_allgather_c(comm_t *c, const void *sbuf, void *rbuf,
 void pcori_mpi_comms_fini(void);
 void pcori_mpi_topo_free(struct topo *t);
 void pcori_mpi_hier_free(struct hier *h);
+/*
+ * The neighbours of c's topology, in the standard's order (for a grid:
+ * per dimension the negative side, then the positive; MPI_PROC_NULL off
+ * the edge), in arrays for the caller to free; *cart_p for a grid.
+ */
+int pcori_mpi_topo_nbrs(const comm_t *c, int *nin_p, int **in_p, int *nout_p,
+			int **out_p, bool *cart_p);
 
 /* ----------------------------------------------------------- operations */
 

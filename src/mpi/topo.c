@@ -7,6 +7,9 @@
 
 #include "mpii.h"
 
+/* Marker arrays: only their addresses mean something. */
+int pcor_mpi_unweighted_[1], pcor_mpi_weights_empty_[1];
+
 typedef struct topo {
 	int kind; /* MPI_CART or MPI_DIST_GRAPH */
 	int ndims;
@@ -348,5 +351,56 @@ int MPI_Topo_test(MPI_Comm comm, int *status)
 		return FAIL(comm, "MPI_Topo_test",
 			    c ? MPI_ERR_ARG : MPI_ERR_COMM);
 	*status = c->topo ? c->topo->kind : MPI_UNDEFINED;
+	return MPI_SUCCESS;
+}
+
+int pcori_mpi_topo_nbrs(const comm_t *c, int *nin_p, int **in_p, int *nout_p,
+			int **out_p, bool *cart_p)
+{
+	const topo_t *t = c->topo;
+	if (!t)
+		return MPI_ERR_TOPOLOGY;
+	if (t->kind == MPI_DIST_GRAPH) {
+		*in_p = dup_ints(t->src, t->indeg);
+		*out_p = dup_ints(t->dst, t->outdeg);
+		*nin_p = t->indeg;
+		*nout_p = t->outdeg;
+		*cart_p = false;
+	} else {
+		/* Per dimension: the negative side, then the positive one. */
+		int n = 2 * t->ndims, co[64];
+		if (t->ndims > 64)
+			return MPI_ERR_TOPOLOGY;
+		*in_p = malloc((n + 1) * sizeof(int));
+		*out_p = malloc((n + 1) * sizeof(int));
+		if (*in_p && *out_p) {
+			int r = c->rank;
+			for (int i = t->ndims - 1; i >= 0; i--) {
+				co[i] = r % t->dims[i];
+				r /= t->dims[i];
+			}
+			for (int d = 0; d < t->ndims; d++)
+				for (int s = 0; s < 2; s++) {
+					int x = co[d] + (s ? 1 : -1), sz = t->dims[d];
+					int nb = MPI_PROC_NULL;
+					if (t->periods[d])
+						x = (x + sz) % sz;
+					if (x >= 0 && x < sz) {
+						nb = 0;
+						for (int k = 0; k < t->ndims; k++)
+							nb = nb * t->dims[k] +
+							     (k == d ? x : co[k]);
+					}
+					(*in_p)[2 * d + s] = (*out_p)[2 * d + s] = nb;
+				}
+		}
+		*nin_p = *nout_p = n;
+		*cart_p = true;
+	}
+	if (!*in_p || !*out_p) {
+		free(*in_p);
+		free(*out_p);
+		return MPI_ERR_OTHER;
+	}
 	return MPI_SUCCESS;
 }

@@ -13,6 +13,7 @@
  *   env     Info objects, thread queries, version strings
  *   topo    Dims_create, Cartesian grids, distributed graphs
  *   win     windows: create, allocate, dynamic, fence, free
+ *   nbr     neighbourhood collectives on grids and graphs, Alltoallw
  *   hosts   (run with "hosts H" on H hosts) the collectives that work by
  *           host, checked from every root, on the world and on a
  *           communicator with uneven hosts
@@ -746,6 +747,82 @@ static void test_win(void)
 	CHECK(w1 == MPI_WIN_NULL);
 }
 
+static void test_nbr(void)
+{
+	/* A periodic ring: block j goes to side j (0: left, 1: right). */
+	MPI_Comm ring, line;
+	int dims = size, per = 1, none = 0;
+	OK(MPI_Cart_create(MPI_COMM_WORLD, 1, &dims, &per, 0, &ring));
+	int out[2] = {rank * 10, rank * 10 + 1}, in[2] = {-1, -1};
+	OK(MPI_Neighbor_alltoall(out, 1, MPI_INT, in, 1, MPI_INT, ring));
+	/* From the left comes what it sent right, and the other way. */
+	CHECK(in[0] == prev * 10 + 1 && in[1] == next * 10);
+	int ag[2] = {-1, -1};
+	MPI_Request q;
+	OK(MPI_Ineighbor_allgather(&rank, 1, MPI_INT, ag, 1, MPI_INT, ring,
+				   &q));
+	OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+	CHECK(ag[0] == prev && ag[1] == next);
+	OK(MPI_Comm_free(&ring));
+	/* Not periodic: the ends have no neighbour, their blocks stay. */
+	OK(MPI_Cart_create(MPI_COMM_WORLD, 1, &dims, &none, 0, &line));
+	in[0] = in[1] = -1;
+	OK(MPI_Neighbor_alltoall(out, 1, MPI_INT, in, 1, MPI_INT, line));
+	CHECK(in[0] == (rank > 0 ? (rank - 1) * 10 + 1 : -1));
+	CHECK(in[1] == (rank < size - 1 ? (rank + 1) * 10 : -1));
+	OK(MPI_Comm_free(&line));
+
+	/* A graph: everyone hears from the previous two ranks. */
+	int srcs[2] = {prev, (rank - 2 + 2 * size) % size}, dsts[2] = {
+		next, (rank + 2) % size};
+	MPI_Comm g;
+	OK(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 2, srcs,
+					  MPI_UNWEIGHTED, 2, dsts,
+					  MPI_UNWEIGHTED, MPI_INFO_NULL, 0,
+					  &g));
+	int cnt[2] = {1, 2}, dsp[2] = {0, 1}, got[3] = {-1, -1, -1};
+	int mine[2] = {rank, rank};
+	/* Every rank sends 1 int: with counts 1 and 2 only the first fits,
+	 * so send 1 and expect 1 in each (the second has room for 2). */
+	OK(MPI_Neighbor_allgatherv(mine, 1, MPI_INT, got, cnt, dsp, MPI_INT,
+				   g));
+	CHECK(got[0] == srcs[0] && got[1] == srcs[1]);
+	int so[2] = {rank * 100 + 1, rank * 100 + 2}, ro[2] = {-1, -1};
+	int c1[2] = {1, 1}, d1[2] = {0, 1};
+	OK(MPI_Ineighbor_alltoallv(so, c1, d1, MPI_INT, ro, c1, d1, MPI_INT,
+				   g, &q));
+	OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+	/* Our first source sent us its first block, the second its second. */
+	CHECK(ro[0] == srcs[0] * 100 + 1 && ro[1] == srcs[1] * 100 + 2);
+	OK(MPI_Comm_free(&g));
+
+	/* Alltoallw: to rank r, r + 1 ints from byte offset 4 r. */
+	int n = size, *sb = malloc((2 * n + 1) * sizeof(int));
+	int *rb = malloc((n * (rank + 1) + 1) * sizeof(int));
+	int *sc = malloc(n * sizeof(int)), *sd = malloc(n * sizeof(int));
+	int *rc = malloc(n * sizeof(int)), *rd = malloc(n * sizeof(int));
+	MPI_Datatype *ty = malloc(n * sizeof(MPI_Datatype));
+	CHECK(sb && rb && sc && sd && rc && rd && ty);
+	for (int i = 0; i < 2 * n; i++)
+		sb[i] = rank * 1000 + i;
+	int off = 0;
+	for (int r = 0; r < n; r++) {
+		sc[r] = r + 1 > 2 * n - r ? 2 * n - r : r + 1;
+		sd[r] = 4 * r;
+		ty[r] = MPI_INT;
+	}
+	for (int r = 0; r < n; r++) {
+		rc[r] = rank + 1 > 2 * n - rank ? 2 * n - rank : rank + 1;
+		rd[r] = off * 4;
+		off += rc[r];
+	}
+	OK(MPI_Alltoallw(sb, sc, sd, ty, rb, rc, rd, ty, MPI_COMM_WORLD));
+	for (int r = 0; r < n; r++)
+		for (int k = 0; k < rc[r]; k++)
+			CHECK(rb[rd[r] / 4 + k] == r * 1000 + rank + k);
+	free(sb), free(rb), free(sc), free(sd), free(rc), free(rd), free(ty);
+}
+
 /* Expected number of hosts for the "hosts" case (0: any). */
 static int want_hosts;
 
@@ -888,7 +965,8 @@ int main(int argc, char **argv)
 		     {"modes", test_modes}, {"reqs", test_reqs},
 		     {"nbc", test_nbc},     {"nbcv", test_nbcv},
 		     {"env", test_env},     {"topo", test_topo},
-		     {"win", test_win},     {"hosts", test_hosts}};
+		     {"win", test_win},     {"nbr", test_nbr},
+		     {"hosts", test_hosts}};
 	int ran = 0;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		if (all || !strcmp(c, cases[i].name)) {
