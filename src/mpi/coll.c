@@ -76,7 +76,7 @@ sched_t *pcori_mpi_sched_new(comm_t *c)
 }
 
 int pcori_mpi_red_type(MPI_Datatype t, int count, MPI_Op op, MPI_Datatype *pt,
-		    int *pn)
+		       int *pn)
 {
 	dtype_t *d = pcori_mpi_type_ready(t);
 	MPI_Aint off;
@@ -175,8 +175,8 @@ void pcori_mpi_b_allgather(sched_t *s, const void *in, size_t inlen,
 	if (!blk)
 		return;
 	for (int q = 0; q < n; q++)
-		blk[q] = pcori_mpi_coll_out(s, lay_at(l, q), lay_count(l, q),
-					    l->t);
+		blk[q] =
+		    pcori_mpi_coll_out(s, lay_at(l, q), lay_count(l, q), l->t);
 	if (in != MPI_IN_PLACE)
 		pcori_mpi_sched_copy(s, in, blk[r], inlen);
 	else if (blk[r] != lay_at(l, r))
@@ -202,24 +202,22 @@ void pcori_mpi_b_alltoall(sched_t *s, const layout_t *sl, const layout_t *rl)
 	for (int k = 1; k < n; k++) {
 		int r = (me - k + n) % n;
 		int cnt = lay_count(rl, r);
-		pcori_mpi_sched_recv(s, r,
-				     pcori_mpi_coll_out(s, lay_at(rl, r), cnt,
-							rl->t),
-				     (size_t)cnt * rl->d->size);
+		pcori_mpi_sched_recv(
+		    s, r, pcori_mpi_coll_out(s, lay_at(rl, r), cnt, rl->t),
+		    (size_t)cnt * rl->d->size);
 	}
-	const void *own = pcori_mpi_coll_in(s, lay_at(sl, me),
-					    lay_count(sl, me), sl->d);
-	pcori_mpi_sched_copy(s, own,
-			     pcori_mpi_coll_out(s, lay_at(rl, me),
-						lay_count(rl, me), rl->t),
-			     (size_t)lay_count(sl, me) * sl->d->size);
+	const void *own =
+	    pcori_mpi_coll_in(s, lay_at(sl, me), lay_count(sl, me), sl->d);
+	pcori_mpi_sched_copy(
+	    s, own,
+	    pcori_mpi_coll_out(s, lay_at(rl, me), lay_count(rl, me), rl->t),
+	    (size_t)lay_count(sl, me) * sl->d->size);
 	for (int k = 1; k < n; k++) {
 		int r = (me + k) % n;
 		int cnt = lay_count(sl, r);
-		pcori_mpi_sched_send(s, r,
-				     pcori_mpi_coll_in(s, lay_at(sl, r), cnt,
-						       sl->d),
-				     (size_t)cnt * sl->d->size);
+		pcori_mpi_sched_send(
+		    s, r, pcori_mpi_coll_in(s, lay_at(sl, r), cnt, sl->d),
+		    (size_t)cnt * sl->d->size);
 	}
 	pcori_mpi_sched_fence(s);
 }
@@ -285,8 +283,10 @@ int pcori_mpi_allgather_c(comm_t *c, const void *sbuf, void *rbuf, size_t len)
 	sched_t *s = pcori_mpi_sched_new(c);
 	if (!s)
 		return MPI_ERR_OTHER;
-	layout_t l = {.base = rbuf, .count = (int)len,
-		      .d = pcori_mpi_type(MPI_BYTE), .t = MPI_BYTE};
+	layout_t l = {.base = rbuf,
+		      .count = (int)len,
+		      .d = pcori_mpi_type(MPI_BYTE),
+		      .t = MPI_BYTE};
 	pcori_mpi_b_allgather(s, sbuf, len, &l);
 	return pcori_mpi_coll_start(s, MPI_COMM_NULL, NULL);
 }
@@ -294,8 +294,8 @@ int pcori_mpi_allgather_c(comm_t *c, const void *sbuf, void *rbuf, size_t len)
 /* --------------------------------------------------------- entry points */
 
 /* Validate comm (and count/type when given); the schedule, or an error. */
-static int coll_begin(MPI_Comm comm, int count, MPI_Datatype t,
-		      comm_t **c_p, sched_t **s_p)
+static int coll_begin(MPI_Comm comm, int count, MPI_Datatype t, comm_t **c_p,
+		      sched_t **s_p)
 {
 	comm_t *c = pcori_mpi_comm(comm);
 	if (!c)
@@ -320,8 +320,8 @@ static int barrier(MPI_Comm comm, MPI_Request *request)
 	return pcori_mpi_coll_start(s, comm, request);
 }
 
-static int bcast(void *buf, int count, MPI_Datatype t, int root,
-		 MPI_Comm comm, MPI_Request *request)
+static int bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm,
+		 MPI_Request *request)
 {
 	comm_t *c;
 	sched_t *s;
@@ -335,9 +335,9 @@ static int bcast(void *buf, int count, MPI_Datatype t, int root,
 	}
 	dtype_t *d = pcori_mpi_type(t);
 	size_t len = (size_t)count * d->size;
-	void *data = c->rank == root ? (void *)pcori_mpi_coll_in(s, buf, count,
-								  d)
-				     : pcori_mpi_coll_out(s, buf, count, t);
+	void *data = c->rank == root
+			 ? (void *)pcori_mpi_coll_in(s, buf, count, d)
+			 : pcori_mpi_coll_out(s, buf, count, t);
 	pcori_mpi_b_bcast(s, data, len, root);
 	return pcori_mpi_coll_start(s, comm, request);
 }
@@ -391,9 +391,9 @@ static int scan(const void *sbuf, void *rbuf, int count, MPI_Datatype t,
 }
 
 /* Gather / scatter of uniform blocks (v forms: collv.c). */
-static int gather(const void *sbuf, int scount, MPI_Datatype stype,
-		  void *rbuf, int rcount, MPI_Datatype rtype, int root,
-		  bool scatter, MPI_Comm comm, MPI_Request *request)
+static int gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+		  int rcount, MPI_Datatype rtype, int root, bool scatter,
+		  MPI_Comm comm, MPI_Request *request)
 {
 	comm_t *c;
 	sched_t *s;
@@ -414,7 +414,7 @@ static int gather(const void *sbuf, int scount, MPI_Datatype stype,
 		err = bcount < 0 ? MPI_ERR_COUNT : MPI_ERR_TYPE;
 	if (!err && c->rank == root && !inplace &&
 	    (size_t)bcount * pcori_mpi_type(btype)->size !=
-		    (size_t)lcount * pcori_mpi_type(ltype)->size)
+		(size_t)lcount * pcori_mpi_type(ltype)->size)
 		err = MPI_ERR_TRUNCATE;
 	if (err) {
 		pcori_mpi_sched_fini(s);
@@ -426,26 +426,27 @@ static int gather(const void *sbuf, int scount, MPI_Datatype stype,
 	layout_t l = {0};
 	if (c->rank == root)
 		l = (layout_t){.base = scatter ? (char *)sbuf : rbuf,
-			       .count = bcount, .d = pcori_mpi_type(btype),
+			       .count = bcount,
+			       .d = pcori_mpi_type(btype),
 			       .t = btype};
 	if (scatter)
-		pcori_mpi_b_scatter(s, &l,
-				    inplace ? MPI_IN_PLACE
-					    : pcori_mpi_coll_out(s, rbuf,
-								 lcount, ltype),
-				    llen, root);
+		pcori_mpi_b_scatter(
+		    s, &l,
+		    inplace ? MPI_IN_PLACE
+			    : pcori_mpi_coll_out(s, rbuf, lcount, ltype),
+		    llen, root);
 	else
 		pcori_mpi_b_gather(s,
-				   inplace ? MPI_IN_PLACE
-					   : pcori_mpi_coll_in(s, sbuf, lcount,
-							       ld),
+				   inplace
+				       ? MPI_IN_PLACE
+				       : pcori_mpi_coll_in(s, sbuf, lcount, ld),
 				   llen, &l, root);
 	return pcori_mpi_coll_start(s, comm, request);
 }
 
 static int allgather(const void *sbuf, int scount, MPI_Datatype stype,
-		     void *rbuf, int rcount, MPI_Datatype rtype,
-		     MPI_Comm comm, MPI_Request *request)
+		     void *rbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm,
+		     MPI_Request *request)
 {
 	comm_t *c;
 	sched_t *s;
@@ -457,8 +458,8 @@ static int allgather(const void *sbuf, int scount, MPI_Datatype stype,
 	dtype_t *rd = pcori_mpi_type(rtype);
 	if (!inplace && (!sd || scount < 0))
 		err = scount < 0 ? MPI_ERR_COUNT : MPI_ERR_TYPE;
-	else if (!inplace && (size_t)scount * sd->size !=
-				     (size_t)rcount * rd->size)
+	else if (!inplace &&
+		 (size_t)scount * sd->size != (size_t)rcount * rd->size)
 		err = MPI_ERR_TRUNCATE;
 	if (err) {
 		pcori_mpi_sched_fini(s);
@@ -466,10 +467,9 @@ static int allgather(const void *sbuf, int scount, MPI_Datatype stype,
 		return err;
 	}
 	layout_t l = {.base = rbuf, .count = rcount, .d = rd, .t = rtype};
-	pcori_mpi_b_allgather(s, inplace ? MPI_IN_PLACE
-					 : pcori_mpi_coll_in(s, sbuf, scount,
-							     sd),
-			      inplace ? 0 : (size_t)scount * sd->size, &l);
+	pcori_mpi_b_allgather(
+	    s, inplace ? MPI_IN_PLACE : pcori_mpi_coll_in(s, sbuf, scount, sd),
+	    inplace ? 0 : (size_t)scount * sd->size, &l);
 	return pcori_mpi_coll_start(s, comm, request);
 }
 
@@ -502,8 +502,8 @@ static int alltoall(const void *sbuf, int scount, MPI_Datatype stype,
 		free(s);
 		return err;
 	}
-	layout_t sl = {.base = (char *)sbuf, .count = scount, .d = sd,
-		       .t = stype};
+	layout_t sl = {
+	    .base = (char *)sbuf, .count = scount, .d = sd, .t = stype};
 	layout_t rl = {.base = rbuf, .count = rcount, .d = rd, .t = rtype};
 	pcori_mpi_b_alltoall(s, &sl, &rl);
 	return pcori_mpi_coll_start(s, comm, request);
@@ -547,8 +547,9 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count,
 	       MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm)
 {
 	CHECK_INIT("MPI_Reduce");
-	ENTRY("MPI_Reduce", comm, reduce(sendbuf, recvbuf, count, datatype,
-					 op, root, false, comm, NULL));
+	ENTRY("MPI_Reduce", comm,
+	      reduce(sendbuf, recvbuf, count, datatype, op, root, false, comm,
+		     NULL));
 }
 
 int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
@@ -558,16 +559,18 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
 	CHECK_INIT("MPI_Ireduce");
 	if (!request)
 		return FAIL(comm, "MPI_Ireduce", MPI_ERR_ARG);
-	ENTRY("MPI_Ireduce", comm, reduce(sendbuf, recvbuf, count, datatype,
-					  op, root, false, comm, request));
+	ENTRY("MPI_Ireduce", comm,
+	      reduce(sendbuf, recvbuf, count, datatype, op, root, false, comm,
+		     request));
 }
 
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
 		  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
 	CHECK_INIT("MPI_Allreduce");
-	ENTRY("MPI_Allreduce", comm, reduce(sendbuf, recvbuf, count, datatype,
-					    op, 0, true, comm, NULL));
+	ENTRY(
+	    "MPI_Allreduce", comm,
+	    reduce(sendbuf, recvbuf, count, datatype, op, 0, true, comm, NULL));
 }
 
 int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
@@ -577,9 +580,9 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
 	CHECK_INIT("MPI_Iallreduce");
 	if (!request)
 		return FAIL(comm, "MPI_Iallreduce", MPI_ERR_ARG);
-	ENTRY("MPI_Iallreduce", comm, reduce(sendbuf, recvbuf, count,
-					     datatype, op, 0, true, comm,
-					     request));
+	ENTRY("MPI_Iallreduce", comm,
+	      reduce(sendbuf, recvbuf, count, datatype, op, 0, true, comm,
+		     request));
 }
 
 int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
@@ -588,8 +591,8 @@ int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 {
 	CHECK_INIT("MPI_Gather");
 	ENTRY("MPI_Gather", comm,
-	      gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-		     recvtype, root, false, comm, NULL));
+	      gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+		     root, false, comm, NULL));
 }
 
 int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
@@ -600,8 +603,8 @@ int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 	if (!request)
 		return FAIL(comm, "MPI_Igather", MPI_ERR_ARG);
 	ENTRY("MPI_Igather", comm,
-	      gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-		     recvtype, root, false, comm, request));
+	      gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+		     root, false, comm, request));
 }
 
 int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
@@ -610,25 +613,25 @@ int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 {
 	CHECK_INIT("MPI_Scatter");
 	ENTRY("MPI_Scatter", comm,
-	      gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-		     recvtype, root, true, comm, NULL));
+	      gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+		     root, true, comm, NULL));
 }
 
 int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-		 void *recvbuf, int recvcount, MPI_Datatype recvtype,
-		 int root, MPI_Comm comm, MPI_Request *request)
+		 void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+		 MPI_Comm comm, MPI_Request *request)
 {
 	CHECK_INIT("MPI_Iscatter");
 	if (!request)
 		return FAIL(comm, "MPI_Iscatter", MPI_ERR_ARG);
 	ENTRY("MPI_Iscatter", comm,
-	      gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-		     recvtype, root, true, comm, request));
+	      gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+		     root, true, comm, request));
 }
 
-int MPI_Allgather(const void *sendbuf, int sendcount,
-		  MPI_Datatype sendtype, void *recvbuf, int recvcount,
-		  MPI_Datatype recvtype, MPI_Comm comm)
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+		  void *recvbuf, int recvcount, MPI_Datatype recvtype,
+		  MPI_Comm comm)
 {
 	CHECK_INIT("MPI_Allgather");
 	ENTRY("MPI_Allgather", comm,
@@ -636,10 +639,9 @@ int MPI_Allgather(const void *sendbuf, int sendcount,
 			recvtype, comm, NULL));
 }
 
-int MPI_Iallgather(const void *sendbuf, int sendcount,
-		   MPI_Datatype sendtype, void *recvbuf, int recvcount,
-		   MPI_Datatype recvtype, MPI_Comm comm,
-		   MPI_Request *request)
+int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+		   void *recvbuf, int recvcount, MPI_Datatype recvtype,
+		   MPI_Comm comm, MPI_Request *request)
 {
 	CHECK_INIT("MPI_Iallgather");
 	if (!request)

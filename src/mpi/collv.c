@@ -7,8 +7,7 @@
 
 #include "mpii.h"
 
-static int check_counts(const comm_t *c, const int *counts,
-			const int *displs)
+static int check_counts(const comm_t *c, const int *counts, const int *displs)
 {
 	if (!counts || !displs)
 		return MPI_ERR_ARG;
@@ -45,9 +44,9 @@ static int local_ok(const void *buf, int count, MPI_Datatype t)
 	return pcori_mpi_type_ready(t) ? MPI_SUCCESS : MPI_ERR_TYPE;
 }
 
-static int gatherv(const void *sbuf, int scount, MPI_Datatype stype,
-		   void *rbuf, const int *rcounts, const int *displs,
-		   MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *request)
+static int gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+		   const int *rcounts, const int *displs, MPI_Datatype rtype,
+		   int root, MPI_Comm comm, MPI_Request *request)
 {
 	comm_t *c;
 	sched_t *s;
@@ -66,8 +65,10 @@ static int gatherv(const void *sbuf, int scount, MPI_Datatype stype,
 		return abandon(s, err);
 	layout_t l = {0};
 	if (c->rank == root)
-		l = (layout_t){.base = rbuf, .counts = rcounts,
-			       .displs = displs, .d = pcori_mpi_type(rtype),
+		l = (layout_t){.base = rbuf,
+			       .counts = rcounts,
+			       .displs = displs,
+			       .d = pcori_mpi_type(rtype),
 			       .t = rtype};
 	const void *in = MPI_IN_PLACE;
 	size_t len = 0;
@@ -112,8 +113,10 @@ static int scatterv(const void *sbuf, const int *scounts, const int *displs,
 		return abandon(s, err);
 	layout_t l = {0};
 	if (c->rank == root)
-		l = (layout_t){.base = (char *)sbuf, .counts = scounts,
-			       .displs = displs, .d = pcori_mpi_type(stype),
+		l = (layout_t){.base = (char *)sbuf,
+			       .counts = scounts,
+			       .displs = displs,
+			       .d = pcori_mpi_type(stype),
 			       .t = stype};
 	void *out = MPI_IN_PLACE;
 	size_t len = 0;
@@ -127,8 +130,7 @@ static int scatterv(const void *sbuf, const int *scounts, const int *displs,
 
 int MPI_Scatterv(const void *sendbuf, const int sendcounts[],
 		 const int displs[], MPI_Datatype sendtype, void *recvbuf,
-		 int recvcount, MPI_Datatype recvtype, int root,
-		 MPI_Comm comm)
+		 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
 	CHECK_INIT("MPI_Scatterv");
 	RETURN(comm, "MPI_Scatterv",
@@ -152,8 +154,11 @@ static int allgatherv(const void *sbuf, int scount, MPI_Datatype stype,
 		err = check_counts(c, rcounts, displs);
 	if (err)
 		return abandon(s, err);
-	layout_t l = {.base = rbuf, .counts = rcounts, .displs = displs,
-		      .d = pcori_mpi_type(rtype), .t = rtype};
+	layout_t l = {.base = rbuf,
+		      .counts = rcounts,
+		      .displs = displs,
+		      .d = pcori_mpi_type(rtype),
+		      .t = rtype};
 	const void *in = MPI_IN_PLACE;
 	size_t len = 0;
 	if (sbuf != MPI_IN_PLACE) {
@@ -165,9 +170,8 @@ static int allgatherv(const void *sbuf, int scount, MPI_Datatype stype,
 	return pcori_mpi_coll_start(s, comm, request);
 }
 
-int MPI_Allgatherv(const void *sendbuf, int sendcount,
-		   MPI_Datatype sendtype, void *recvbuf,
-		   const int recvcounts[], const int displs[],
+int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+		   void *recvbuf, const int recvcounts[], const int displs[],
 		   MPI_Datatype recvtype, MPI_Comm comm)
 {
 	CHECK_INIT("MPI_Allgatherv");
@@ -195,17 +199,22 @@ static int alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
 		err = check_counts(c, scounts, sdispls);
 	if (err)
 		return abandon(s, err);
-	layout_t rl = {.base = rbuf, .counts = rcounts, .displs = rdispls,
-		       .d = pcori_mpi_type(rtype), .t = rtype};
-	layout_t sl = {.base = (char *)sbuf, .counts = scounts,
-		       .displs = sdispls, .d = pcori_mpi_type(stype),
+	layout_t rl = {.base = rbuf,
+		       .counts = rcounts,
+		       .displs = rdispls,
+		       .d = pcori_mpi_type(rtype),
+		       .t = rtype};
+	layout_t sl = {.base = (char *)sbuf,
+		       .counts = scounts,
+		       .displs = sdispls,
+		       .d = pcori_mpi_type(stype),
 		       .t = stype};
 	if (sbuf == MPI_IN_PLACE) {
 		/* Send from a copy of the receive side's span. */
 		MPI_Aint hi = 0;
 		for (int r = 0; r < c->size; r++) {
-			MPI_Aint e = ((MPI_Aint)rdispls[r] + rcounts[r]) *
-				     rl.d->extent;
+			MPI_Aint e =
+			    ((MPI_Aint)rdispls[r] + rcounts[r]) * rl.d->extent;
 			hi = e > hi ? e : hi;
 		}
 		sl = rl;
@@ -270,9 +279,8 @@ static int reduce_scatter(const void *sbuf, void *rbuf, int rcount,
 	return pcori_mpi_coll_start(s, comm, request);
 }
 
-int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf,
-			     int recvcount, MPI_Datatype datatype, MPI_Op op,
-			     MPI_Comm comm)
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+			     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
 	CHECK_INIT("MPI_Reduce_scatter_block");
 	RETURN(comm, "MPI_Reduce_scatter_block",
@@ -281,8 +289,8 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf,
 }
 
 int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
-		       const int recvcounts[], MPI_Datatype datatype,
-		       MPI_Op op, MPI_Comm comm)
+		       const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+		       MPI_Comm comm)
 {
 	CHECK_INIT("MPI_Reduce_scatter");
 	if (!recvcounts)
@@ -294,11 +302,11 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
 
 /* ------------------------------------------------------- nonblocking */
 
-#define NB_CHECK(fn, comm, request)                                       \
-	do {                                                              \
-		CHECK_INIT(fn);                                           \
-		if (!(request))                                           \
-			return FAIL(comm, fn, MPI_ERR_ARG);               \
+#define NB_CHECK(fn, comm, request)                         \
+	do {                                                \
+		CHECK_INIT(fn);                             \
+		if (!(request))                             \
+			return FAIL(comm, fn, MPI_ERR_ARG); \
 	} while (0)
 
 int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
@@ -314,8 +322,8 @@ int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 
 int MPI_Iscatterv(const void *sendbuf, const int sendcounts[],
 		  const int displs[], MPI_Datatype sendtype, void *recvbuf,
-		  int recvcount, MPI_Datatype recvtype, int root,
-		  MPI_Comm comm, MPI_Request *request)
+		  int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+		  MPI_Request *request)
 {
 	NB_CHECK("MPI_Iscatterv", comm, request);
 	RETURN(comm, "MPI_Iscatterv",
@@ -323,11 +331,9 @@ int MPI_Iscatterv(const void *sendbuf, const int sendcounts[],
 			recvcount, recvtype, root, comm, request));
 }
 
-int MPI_Iallgatherv(const void *sendbuf, int sendcount,
-		    MPI_Datatype sendtype, void *recvbuf,
-		    const int recvcounts[], const int displs[],
-		    MPI_Datatype recvtype, MPI_Comm comm,
-		    MPI_Request *request)
+int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+		    void *recvbuf, const int recvcounts[], const int displs[],
+		    MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
 	NB_CHECK("MPI_Iallgatherv", comm, request);
 	RETURN(comm, "MPI_Iallgatherv",
@@ -346,9 +352,9 @@ int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
 			 recvcounts, rdispls, recvtype, comm, request));
 }
 
-int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf,
-			      int recvcount, MPI_Datatype datatype,
-			      MPI_Op op, MPI_Comm comm, MPI_Request *request)
+int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+			      MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+			      MPI_Request *request)
 {
 	NB_CHECK("MPI_Ireduce_scatter_block", comm, request);
 	RETURN(comm, "MPI_Ireduce_scatter_block",

@@ -39,9 +39,14 @@ int pcori_mpi_comm_make(int *pids, int size, uint32_t id, MPI_Errhandler eh,
 			c->rank = r;
 	}
 	c->ctx = 4 * id;
-	/* The same id gives the same lane on every rank. */
-	int maxt = pcor_max_threads(), nl = maxt / 2 < 64 ? maxt / 2 : 64;
-	c->lane = maxt - 1 - (int)(id % (uint32_t)(nl > 0 ? nl : 1));
+	/*
+	 * The same id gives the same lanes on every rank: point to point in
+	 * the top 64 thread ids, collectives in the 64 below.
+	 */
+	int maxt = pcor_max_threads(), nl = maxt / 4 < 64 ? maxt / 4 : 64;
+	nl = nl > 0 ? nl : 1;
+	c->lane = maxt - 1 - (int)(id % (uint32_t)nl);
+	c->coll_lane = maxt > 2 * nl ? c->lane - nl : c->lane;
 	c->eh = eh;
 	int i = pcori_mpi_tab_add(&comms, c, 0);
 	if (i < 0)
@@ -88,8 +93,8 @@ int pcori_mpi_agree_ctx(comm_t *c, uint32_t *id_p)
 	pthread_mutex_lock(&pcori_mpi.lock);
 	unsigned mine = pcori_mpi.next_ctx, all;
 	pthread_mutex_unlock(&pcori_mpi.lock);
-	int rc = pcori_mpi_allreduce_c(c, &mine, &all, 1, MPI_UNSIGNED,
-				       MPI_MAX);
+	int rc =
+	    pcori_mpi_allreduce_c(c, &mine, &all, 1, MPI_UNSIGNED, MPI_MAX);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&pcori_mpi.lock);
@@ -147,11 +152,13 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 	if (!pids)
 		return FAIL(comm, "MPI_Comm_dup", MPI_ERR_OTHER);
 	memcpy(pids, c->pids, c->size * sizeof(int));
-	RETURN(comm, "MPI_Comm_dup", comm_derive(c, pids, c->size, id,
-						 newcomm));
+	RETURN(comm, "MPI_Comm_dup",
+	       comm_derive(c, pids, c->size, id, newcomm));
 }
 
-typedef struct { int color, key, rank; } split_t;
+typedef struct {
+	int color, key, rank;
+} split_t;
 
 static int split_cmp(const void *a, const void *b)
 {
@@ -197,8 +204,8 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 	RETURN(comm, "MPI_Comm_split", comm_derive(c, pids, n, id, newcomm));
 }
 
-int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key,
-			MPI_Info info, MPI_Comm *newcomm)
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info,
+			MPI_Comm *newcomm)
 {
 	CHECK_INIT("MPI_Comm_split_type");
 	(void)info;
@@ -418,11 +425,13 @@ int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[],
 	for (int k = 0; k < n; k++)
 		if (ranks1[k] != MPI_PROC_NULL &&
 		    (ranks1[k] < 0 || ranks1[k] >= a->size))
-			return FAIL(MPI_COMM_WORLD,
-				    "MPI_Group_translate_ranks", MPI_ERR_RANK);
+			return FAIL(MPI_COMM_WORLD, "MPI_Group_translate_ranks",
+				    MPI_ERR_RANK);
 	for (int k = 0; k < n; k++)
-		ranks2[k] = ranks1[k] == MPI_PROC_NULL ? MPI_PROC_NULL :
-			pcori_mpi_group_rank_of(b, a->pids[ranks1[k]]);
+		ranks2[k] =
+		    ranks1[k] == MPI_PROC_NULL
+			? MPI_PROC_NULL
+			: pcori_mpi_group_rank_of(b, a->pids[ranks1[k]]);
 	return MPI_SUCCESS;
 }
 
@@ -433,14 +442,12 @@ int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int *result)
 	if (!a || !b || !result)
 		return FAIL(MPI_COMM_WORLD, "MPI_Group_compare",
 			    result ? MPI_ERR_GROUP : MPI_ERR_ARG);
-	*result = compare_lists(a->pids, a->size, b->pids, b->size,
-				MPI_IDENT);
+	*result = compare_lists(a->pids, a->size, b->pids, b->size, MPI_IDENT);
 	return MPI_SUCCESS;
 }
 
 /* Members of gr picked by keep[r] (in the order of ranks, or of gr). */
-static int group_pick(group_t *gr, int n, const int *ranks,
-		      MPI_Group *newgroup)
+static int group_pick(group_t *gr, int n, const int *ranks, MPI_Group *newgroup)
 {
 	group_t *ng = pcori_mpi_group_new(n);
 	if (!ng)
@@ -525,8 +532,8 @@ int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3],
 	for (int k = 0; k < n && !err; k++) {
 		int first = ranges[k][0], last = ranges[k][1];
 		int stride = ranges[k][2];
-		if (stride == 0 || first < 0 || first >= gr->size ||
-		    last < 0 || last >= gr->size) {
+		if (stride == 0 || first < 0 || first >= gr->size || last < 0 ||
+		    last >= gr->size) {
 			err = MPI_ERR_RANK;
 			break;
 		}

@@ -29,33 +29,45 @@ void pcori_mpi_types_init(void)
 		dtype_t *d = &predef[i];
 		/* The handle encodes the size: find it among the defined. */
 		static const MPI_Datatype all[] = {
-			MPI_CHAR, MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR, MPI_BYTE,
-			MPI_SHORT, MPI_UNSIGNED_SHORT, MPI_INT, MPI_UNSIGNED,
-			MPI_LONG, MPI_UNSIGNED_LONG, MPI_LONG_LONG,
-			MPI_UNSIGNED_LONG_LONG, MPI_FLOAT, MPI_DOUBLE,
-			MPI_INT8_T, MPI_UINT8_T, MPI_INT16_T, MPI_UINT16_T,
-			MPI_INT32_T, MPI_UINT32_T, MPI_INT64_T, MPI_UINT64_T,
-			MPI_C_BOOL, MPI_AINT, MPI_2INT, MPI_FLOAT_INT,
-			MPI_DOUBLE_INT, MPI_LONG_INT};
+		    MPI_CHAR,	       MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR,
+		    MPI_BYTE,	       MPI_SHORT,	MPI_UNSIGNED_SHORT,
+		    MPI_INT,	       MPI_UNSIGNED,	MPI_LONG,
+		    MPI_UNSIGNED_LONG, MPI_LONG_LONG,	MPI_UNSIGNED_LONG_LONG,
+		    MPI_FLOAT,	       MPI_DOUBLE,	MPI_INT8_T,
+		    MPI_UINT8_T,       MPI_INT16_T,	MPI_UINT16_T,
+		    MPI_INT32_T,       MPI_UINT32_T,	MPI_INT64_T,
+		    MPI_UINT64_T,      MPI_C_BOOL,	MPI_AINT,
+		    MPI_2INT,	       MPI_FLOAT_INT,	MPI_DOUBLE_INT,
+		    MPI_LONG_INT};
 		static const char *const names[] = {
-			"MPI_CHAR", "MPI_SIGNED_CHAR", "MPI_UNSIGNED_CHAR",
-			"MPI_BYTE", "MPI_SHORT", "MPI_UNSIGNED_SHORT",
-			"MPI_INT", "MPI_UNSIGNED", "MPI_LONG",
-			"MPI_UNSIGNED_LONG", "MPI_LONG_LONG",
-			"MPI_UNSIGNED_LONG_LONG", "MPI_FLOAT", "MPI_DOUBLE",
-			"MPI_INT8_T", "MPI_UINT8_T", "MPI_INT16_T",
-			"MPI_UINT16_T", "MPI_INT32_T", "MPI_UINT32_T",
-			"MPI_INT64_T", "MPI_UINT64_T", "MPI_C_BOOL",
-			"MPI_AINT", "MPI_2INT", "MPI_FLOAT_INT",
-			"MPI_DOUBLE_INT", "MPI_LONG_INT"};
+		    "MPI_CHAR",		 "MPI_SIGNED_CHAR",
+		    "MPI_UNSIGNED_CHAR", "MPI_BYTE",
+		    "MPI_SHORT",	 "MPI_UNSIGNED_SHORT",
+		    "MPI_INT",		 "MPI_UNSIGNED",
+		    "MPI_LONG",		 "MPI_UNSIGNED_LONG",
+		    "MPI_LONG_LONG",	 "MPI_UNSIGNED_LONG_LONG",
+		    "MPI_FLOAT",	 "MPI_DOUBLE",
+		    "MPI_INT8_T",	 "MPI_UINT8_T",
+		    "MPI_INT16_T",	 "MPI_UINT16_T",
+		    "MPI_INT32_T",	 "MPI_UINT32_T",
+		    "MPI_INT64_T",	 "MPI_UINT64_T",
+		    "MPI_C_BOOL",	 "MPI_AINT",
+		    "MPI_2INT",		 "MPI_FLOAT_INT",
+		    "MPI_DOUBLE_INT",	 "MPI_LONG_INT"};
 		MPI_Datatype t = all[i - 1];
 		static blk_t runs[NPREDEF];
 		size_t sz = predef_size(t);
 		runs[i] = (blk_t){0, sz};
-		*d = (dtype_t){.refs = 1, .committed = true, .predef = true,
-			       .size = sz, .extent = (MPI_Aint)sz,
-			       .true_ub = (MPI_Aint)sz, .prim = t, .nprim = 1,
-			       .nblk = 1, .blk = &runs[i],
+		*d = (dtype_t){.refs = 1,
+			       .committed = true,
+			       .predef = true,
+			       .size = sz,
+			       .extent = (MPI_Aint)sz,
+			       .true_ub = (MPI_Aint)sz,
+			       .prim = t,
+			       .nprim = 1,
+			       .nblk = 1,
+			       .blk = &runs[i],
 			       .combiner = MPI_COMBINER_NAMED};
 		snprintf(d->name, sizeof(d->name), "%s", names[i - 1]);
 	}
@@ -131,7 +143,8 @@ void pcori_mpi_unpack(const void *in, size_t bytes, void *buf, int count,
 	for (int i = 0; i < count && bytes; i++) {
 		char *base = (char *)buf + (MPI_Aint)i * d->extent;
 		for (int b = 0; b < d->nblk && bytes; b++) {
-			size_t n = d->blk[b].len < bytes ? d->blk[b].len : bytes;
+			size_t n =
+			    d->blk[b].len < bytes ? d->blk[b].len : bytes;
 			memcpy(base + d->blk[b].off, p, n);
 			p += n;
 			bytes -= n;
@@ -146,8 +159,9 @@ static int dt_run(dtype_t *d, int *cap, MPI_Aint off, size_t len)
 {
 	if (!len)
 		return 0;
-	if (d->nblk && d->blk[d->nblk - 1].off +
-			       (MPI_Aint)d->blk[d->nblk - 1].len == off) {
+	if (d->nblk &&
+	    d->blk[d->nblk - 1].off + (MPI_Aint)d->blk[d->nblk - 1].len ==
+		off) {
 		d->blk[d->nblk - 1].len += len;
 		return 0;
 	}
@@ -189,8 +203,8 @@ static int dt_build(int n, dtype_t *const *kids, const MPI_Aint *disp,
 		}
 		if (!bl[k])
 			continue;
-		MPI_Aint first = disp[k], last = disp[k] +
-			(MPI_Aint)(bl[k] - 1) * c->extent;
+		MPI_Aint first = disp[k],
+			 last = disp[k] + (MPI_Aint)(bl[k] - 1) * c->extent;
 		MPI_Aint lo = (first < last ? first : last) + c->lb;
 		MPI_Aint hi = (first < last ? last : first) + c->lb + c->extent;
 		MPI_Aint tlo = (first < last ? first : last) + c->true_lb;
@@ -222,9 +236,9 @@ static int dt_build(int n, dtype_t *const *kids, const MPI_Aint *disp,
 }
 
 /* Record the constructor's arguments, publish the type. */
-static int dt_publish(dtype_t *d, int combiner, int ni, const int *ints,
-		      int na, const MPI_Aint *aints, int nt,
-		      const MPI_Datatype *ts, MPI_Datatype *newtype)
+static int dt_publish(dtype_t *d, int combiner, int ni, const int *ints, int na,
+		      const MPI_Aint *aints, int nt, const MPI_Datatype *ts,
+		      MPI_Datatype *newtype)
 {
 	d->combiner = combiner;
 	d->ni = ni, d->na = na, d->nt = nt;
@@ -252,10 +266,10 @@ static int dt_publish(dtype_t *d, int combiner, int ni, const int *ints,
  * The common path of the constructors over one old type: n pieces of
  * bl[k] elements at disp[k] (in units of unit bytes).
  */
-static int dt_simple(const char *fn, int n, const int *bl,
-		     const MPI_Aint *disp, MPI_Aint unit_elems,
-		     MPI_Datatype old, MPI_Datatype *newtype, int combiner,
-		     int ni, const int *ints, int na, const MPI_Aint *aints)
+static int dt_simple(const char *fn, int n, const int *bl, const MPI_Aint *disp,
+		     MPI_Aint unit_elems, MPI_Datatype old,
+		     MPI_Datatype *newtype, int combiner, int ni,
+		     const int *ints, int na, const MPI_Aint *aints)
 {
 	CHECK_INIT(fn);
 	dtype_t *c = pcori_mpi_type(old);
@@ -286,8 +300,7 @@ static int dt_simple(const char *fn, int n, const int *bl,
 	RETURN(MPI_COMM_WORLD, fn, err);
 }
 
-int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
-			MPI_Datatype *newtype)
+int MPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype *newtype)
 {
 	MPI_Aint zero = 0;
 	if (count < 0)
@@ -327,15 +340,15 @@ static int dt_vector(const char *fn, int count, int blocklength,
 int MPI_Type_vector(int count, int blocklength, int stride,
 		    MPI_Datatype oldtype, MPI_Datatype *newtype)
 {
-	return dt_vector("MPI_Type_vector", count, blocklength, stride,
-			 false, oldtype, newtype);
+	return dt_vector("MPI_Type_vector", count, blocklength, stride, false,
+			 oldtype, newtype);
 }
 
 int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride,
 			    MPI_Datatype oldtype, MPI_Datatype *newtype)
 {
-	return dt_vector("MPI_Type_create_hvector", count, blocklength,
-			 stride, true, oldtype, newtype);
+	return dt_vector("MPI_Type_create_hvector", count, blocklength, stride,
+			 true, oldtype, newtype);
 }
 
 /* indexed / indexed_block: displacements in elements of the old type. */
@@ -377,19 +390,18 @@ static int dt_indexed(const char *fn, int count, const int *bls, int bl1,
 }
 
 int MPI_Type_indexed(int count, const int array_of_blocklengths[],
-		     const int array_of_displacements[],
-		     MPI_Datatype oldtype, MPI_Datatype *newtype)
+		     const int array_of_displacements[], MPI_Datatype oldtype,
+		     MPI_Datatype *newtype)
 {
 	if (count > 0 && !array_of_blocklengths)
 		return FAIL(MPI_COMM_WORLD, "MPI_Type_indexed", MPI_ERR_ARG);
-	return dt_indexed("MPI_Type_indexed", count, array_of_blocklengths,
-			  0, array_of_displacements, oldtype, newtype);
+	return dt_indexed("MPI_Type_indexed", count, array_of_blocklengths, 0,
+			  array_of_displacements, oldtype, newtype);
 }
 
 int MPI_Type_create_indexed_block(int count, int blocklength,
 				  const int array_of_displacements[],
-				  MPI_Datatype oldtype,
-				  MPI_Datatype *newtype)
+				  MPI_Datatype oldtype, MPI_Datatype *newtype)
 {
 	if (blocklength < 0)
 		return FAIL(MPI_COMM_WORLD, "MPI_Type_create_indexed_block",
@@ -409,8 +421,7 @@ int MPI_Type_create_struct(int count, const int array_of_blocklengths[],
 	if (count < 0)
 		return FAIL(MPI_COMM_WORLD, fn, MPI_ERR_COUNT);
 	if (!newtype || (count && (!array_of_blocklengths ||
-				   !array_of_displacements ||
-				   !array_of_types)))
+				   !array_of_displacements || !array_of_types)))
 		return FAIL(MPI_COMM_WORLD, fn, MPI_ERR_ARG);
 	dtype_t **kids = malloc((count + 1) * sizeof(*kids));
 	int *ints = malloc((count + 1) * sizeof(int));
@@ -434,16 +445,16 @@ int MPI_Type_create_struct(int count, const int array_of_blocklengths[],
 		err = dt_build(count, kids, array_of_displacements,
 			       array_of_blocklengths, &d);
 	if (!err)
-		err = dt_publish(d, MPI_COMBINER_STRUCT, count + 1, ints,
-				 count, array_of_displacements, count,
-				 array_of_types, newtype);
+		err = dt_publish(d, MPI_COMBINER_STRUCT, count + 1, ints, count,
+				 array_of_displacements, count, array_of_types,
+				 newtype);
 	free(kids);
 	free(ints);
 	RETURN(MPI_COMM_WORLD, fn, err);
 }
 
-int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb,
-			    MPI_Aint extent, MPI_Datatype *newtype)
+int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
+			    MPI_Datatype *newtype)
 {
 	const char *fn = "MPI_Type_create_resized";
 	CHECK_INIT(fn);
@@ -499,16 +510,14 @@ int MPI_Type_size(MPI_Datatype datatype, int *size)
 	return MPI_SUCCESS;
 }
 
-int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb,
-			MPI_Aint *extent)
+int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb, MPI_Aint *extent)
 {
 	dtype_t *d = pcori_mpi_type(datatype);
 	if (!d)
 		return FAIL(MPI_COMM_WORLD, "MPI_Type_get_extent",
 			    MPI_ERR_TYPE);
 	if (!lb || !extent)
-		return FAIL(MPI_COMM_WORLD, "MPI_Type_get_extent",
-			    MPI_ERR_ARG);
+		return FAIL(MPI_COMM_WORLD, "MPI_Type_get_extent", MPI_ERR_ARG);
 	*lb = d->lb;
 	*extent = d->extent;
 	return MPI_SUCCESS;
@@ -537,8 +546,7 @@ int MPI_Get_address(const void *location, MPI_Aint *address)
 	return MPI_SUCCESS;
 }
 
-int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype,
-		  int *count)
+int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count)
 {
 	dtype_t *d = pcori_mpi_type(datatype);
 	if (!d)
@@ -577,8 +585,7 @@ int MPI_Get_elements(const MPI_Status *status, MPI_Datatype datatype,
 }
 
 int MPI_Type_get_envelope(MPI_Datatype datatype, int *num_integers,
-			  int *num_addresses, int *num_datatypes,
-			  int *combiner)
+			  int *num_addresses, int *num_datatypes, int *combiner)
 {
 	dtype_t *d = pcori_mpi_type(datatype);
 	if (!d)
@@ -630,8 +637,7 @@ int MPI_Type_set_name(MPI_Datatype datatype, const char *type_name)
 	return MPI_SUCCESS;
 }
 
-int MPI_Type_get_name(MPI_Datatype datatype, char *type_name,
-		      int *resultlen)
+int MPI_Type_get_name(MPI_Datatype datatype, char *type_name, int *resultlen)
 {
 	dtype_t *d = pcori_mpi_type(datatype);
 	if (!d)

@@ -14,31 +14,31 @@
 mpi_global_t pcori_mpi = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static const char *const err_names[] = {
-	[MPI_SUCCESS] = "MPI_SUCCESS: no error",
-	[MPI_ERR_BUFFER] = "MPI_ERR_BUFFER: invalid buffer pointer",
-	[MPI_ERR_COUNT] = "MPI_ERR_COUNT: invalid count argument",
-	[MPI_ERR_TYPE] = "MPI_ERR_TYPE: invalid datatype",
-	[MPI_ERR_TAG] = "MPI_ERR_TAG: invalid tag",
-	[MPI_ERR_COMM] = "MPI_ERR_COMM: invalid communicator",
-	[MPI_ERR_RANK] = "MPI_ERR_RANK: invalid rank",
-	[MPI_ERR_ROOT] = "MPI_ERR_ROOT: invalid root",
-	[MPI_ERR_GROUP] = "MPI_ERR_GROUP: invalid group",
-	[MPI_ERR_OP] = "MPI_ERR_OP: invalid reduce operation",
-	[MPI_ERR_ARG] = "MPI_ERR_ARG: invalid argument",
-	[MPI_ERR_UNKNOWN] = "MPI_ERR_UNKNOWN: unknown error",
-	[MPI_ERR_TRUNCATE] = "MPI_ERR_TRUNCATE: message truncated",
-	[MPI_ERR_OTHER] = "MPI_ERR_OTHER: other error",
-	[MPI_ERR_INTERN] = "MPI_ERR_INTERN: internal error",
-	[MPI_ERR_IN_STATUS] = "MPI_ERR_IN_STATUS: error code is in status",
-	[MPI_ERR_PENDING] = "MPI_ERR_PENDING: pending request",
-	[MPI_ERR_REQUEST] = "MPI_ERR_REQUEST: invalid request",
-	[MPI_ERR_INFO_KEY] = "MPI_ERR_INFO_KEY: invalid info key",
-	[MPI_ERR_INFO_VALUE] = "MPI_ERR_INFO_VALUE: invalid info value",
-	[MPI_ERR_INFO_NOKEY] = "MPI_ERR_INFO_NOKEY: no such info key",
-	[MPI_ERR_INFO] = "MPI_ERR_INFO: invalid info object",
-	[MPI_ERR_TOPOLOGY] = "MPI_ERR_TOPOLOGY: invalid topology",
-	[MPI_ERR_DIMS] = "MPI_ERR_DIMS: invalid dimension argument",
-	[MPI_ERR_WIN] = "MPI_ERR_WIN: invalid window",
+    [MPI_SUCCESS] = "MPI_SUCCESS: no error",
+    [MPI_ERR_BUFFER] = "MPI_ERR_BUFFER: invalid buffer pointer",
+    [MPI_ERR_COUNT] = "MPI_ERR_COUNT: invalid count argument",
+    [MPI_ERR_TYPE] = "MPI_ERR_TYPE: invalid datatype",
+    [MPI_ERR_TAG] = "MPI_ERR_TAG: invalid tag",
+    [MPI_ERR_COMM] = "MPI_ERR_COMM: invalid communicator",
+    [MPI_ERR_RANK] = "MPI_ERR_RANK: invalid rank",
+    [MPI_ERR_ROOT] = "MPI_ERR_ROOT: invalid root",
+    [MPI_ERR_GROUP] = "MPI_ERR_GROUP: invalid group",
+    [MPI_ERR_OP] = "MPI_ERR_OP: invalid reduce operation",
+    [MPI_ERR_ARG] = "MPI_ERR_ARG: invalid argument",
+    [MPI_ERR_UNKNOWN] = "MPI_ERR_UNKNOWN: unknown error",
+    [MPI_ERR_TRUNCATE] = "MPI_ERR_TRUNCATE: message truncated",
+    [MPI_ERR_OTHER] = "MPI_ERR_OTHER: other error",
+    [MPI_ERR_INTERN] = "MPI_ERR_INTERN: internal error",
+    [MPI_ERR_IN_STATUS] = "MPI_ERR_IN_STATUS: error code is in status",
+    [MPI_ERR_PENDING] = "MPI_ERR_PENDING: pending request",
+    [MPI_ERR_REQUEST] = "MPI_ERR_REQUEST: invalid request",
+    [MPI_ERR_INFO_KEY] = "MPI_ERR_INFO_KEY: invalid info key",
+    [MPI_ERR_INFO_VALUE] = "MPI_ERR_INFO_VALUE: invalid info value",
+    [MPI_ERR_INFO_NOKEY] = "MPI_ERR_INFO_NOKEY: no such info key",
+    [MPI_ERR_INFO] = "MPI_ERR_INFO: invalid info object",
+    [MPI_ERR_TOPOLOGY] = "MPI_ERR_TOPOLOGY: invalid topology",
+    [MPI_ERR_DIMS] = "MPI_ERR_DIMS: invalid dimension argument",
+    [MPI_ERR_WIN] = "MPI_ERR_WIN: invalid window",
 };
 #define NERR ((int)(sizeof(err_names) / sizeof(err_names[0])))
 
@@ -51,8 +51,9 @@ int pcori_mpi_fail(MPI_Comm c, const char *fn, int err)
 	if (eh == MPI_ERRORS_RETURN)
 		return err;
 	fprintf(stderr, "pcor MPI: fatal error in %s on rank %d: %s\n", fn,
-		pcori_mpi.pid, err >= 0 && err < NERR && err_names[err] ?
-		err_names[err] : "unknown error");
+		pcori_mpi.pid,
+		err >= 0 && err < NERR && err_names[err] ? err_names[err]
+							 : "unknown error");
 	fflush(stderr);
 	_exit(1);
 }
@@ -93,8 +94,7 @@ static void detach_at_exit(void *arg)
 
 void pcori_mpi_check_init(const char *fn)
 {
-	if (__builtin_expect(pcori_mpi.state == 1 && pcor_self_thid() >= 0,
-			     1))
+	if (__builtin_expect(pcori_mpi.state == 1 && pcor_self_thid() >= 0, 1))
 		return;
 	if (pcori_mpi.state != 1) {
 		fprintf(stderr, "pcor MPI: %s called %s\n", fn,
@@ -146,9 +146,10 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 	pcori_mpi.pid = pcor_self_pid();
 	pcori_mpi.main_thread = pthread_self();
 	pcori_mpi.state = 1;
-	pcori_mpi.thread_level = required < MPI_THREAD_SINGLE ?
-		MPI_THREAD_SINGLE : required > MPI_THREAD_MULTIPLE ?
-		MPI_THREAD_MULTIPLE : required;
+	pcori_mpi.thread_level =
+	    required < MPI_THREAD_SINGLE     ? MPI_THREAD_SINGLE
+	    : required > MPI_THREAD_MULTIPLE ? MPI_THREAD_MULTIPLE
+					     : required;
 	if (pthread_key_create(&detach_key, detach_at_exit)) {
 		fprintf(stderr, "pcor MPI: MPI_Init: no thread key\n");
 		_exit(1);
@@ -326,8 +327,10 @@ int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *errhandler)
 
 int MPI_Error_string(int errorcode, char *string, int *resultlen)
 {
-	const char *s = errorcode >= 0 && errorcode < NERR &&
-			err_names[errorcode] ? err_names[errorcode] : NULL;
+	const char *s =
+	    errorcode >= 0 && errorcode < NERR && err_names[errorcode]
+		? err_names[errorcode]
+		: NULL;
 	if (!s || !string || !resultlen)
 		return MPI_ERR_ARG;
 	snprintf(string, MPI_MAX_ERROR_STRING, "%s", s);

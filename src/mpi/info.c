@@ -55,8 +55,7 @@ int MPI_Info_set(MPI_Info info, const char *key, const char *value)
 	if (!key || !*key || strlen(key) >= MPI_MAX_INFO_KEY)
 		return FAIL(MPI_COMM_WORLD, "MPI_Info_set", MPI_ERR_INFO_KEY);
 	if (!value || strlen(value) >= MPI_MAX_INFO_VAL)
-		return FAIL(MPI_COMM_WORLD, "MPI_Info_set",
-			    MPI_ERR_INFO_VALUE);
+		return FAIL(MPI_COMM_WORLD, "MPI_Info_set", MPI_ERR_INFO_VALUE);
 	char *v = strdup(value);
 	if (!v)
 		return FAIL(MPI_COMM_WORLD, "MPI_Info_set", MPI_ERR_OTHER);
@@ -133,8 +132,7 @@ int MPI_Info_get_nthkey(MPI_Info info, int n, char *key)
 		return FAIL(MPI_COMM_WORLD, "MPI_Info_get_nthkey",
 			    MPI_ERR_INFO);
 	if (n < 0 || n >= in->n || !key)
-		return FAIL(MPI_COMM_WORLD, "MPI_Info_get_nthkey",
-			    MPI_ERR_ARG);
+		return FAIL(MPI_COMM_WORLD, "MPI_Info_get_nthkey", MPI_ERR_ARG);
 	strcpy(key, in->keys[n]);
 	return MPI_SUCCESS;
 }

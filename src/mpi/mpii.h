@@ -7,7 +7,9 @@
  * queue any thread of the rank may post receives in (pcori_ctx_recv's
  * qthid).  So every thread can receive every message of the rank, and
  * threads on different communicators match under different queue locks
- * (pcor's per-thread matching) instead of one lock.  Every communicator
+ * (pcor's per-thread matching) instead of one lock.  Collectives have a
+ * second lane of their own, so they never share a queue with point to
+ * point traffic.  Every communicator
  * owns four matching contexts (ctx = 4 * id): point to point, its
  * collectives, synchronous-send notices and their acknowledgements, so
  * collective traffic never enters the point-to-point unexpected queue and
@@ -41,15 +43,15 @@
 
 #include "../api/ctx.h"
 
-#define HKIND(h) ((unsigned)(h) & 0xfc000000u)
-#define HINDEX(h) ((int)((unsigned)(h) & 0x03ffffffu))
-#define COMM_KIND 0x44000000u
-#define REQ_KIND 0x2c000000u
+#define HKIND(h)   ((unsigned)(h)&0xfc000000u)
+#define HINDEX(h)  ((int)((unsigned)(h)&0x03ffffffu))
+#define COMM_KIND  0x44000000u
+#define REQ_KIND   0x2c000000u
 #define GROUP_KIND 0x48000000u
 #define DTYPE_KIND 0x8c000000u
-#define INFO_KIND 0x5c000000u
-#define WIN_KIND 0xa0000000u
-#define TAG_UB 0x3fffffff
+#define INFO_KIND  0x5c000000u
+#define WIN_KIND   0xa0000000u
+#define TAG_UB	   0x3fffffff
 
 /* Contexts of a communicator, offsets from comm->ctx. */
 enum { CTX_P2P = 0, CTX_COLL = 1, CTX_SYNC = 2, CTX_ACK = 3 };
@@ -59,7 +61,7 @@ enum { CTX_P2P = 0, CTX_COLL = 1, CTX_SYNC = 2, CTX_ACK = 3 };
  * chunks that never move, so lookups need no lock.  Insertion and
  * removal take pcori_mpi.lock.
  */
-#define CHUNK 256
+#define CHUNK	   256
 #define MAX_CHUNKS 4096
 
 typedef struct htable {
@@ -82,14 +84,14 @@ typedef struct blk {
 } blk_t;
 
 typedef struct dtype {
-	int refs;         /* handle + users (derived types built on it) */
+	int refs; /* handle + users (derived types built on it) */
 	bool committed;
 	bool predef;
-	size_t size;      /* bytes of data in one element */
+	size_t size; /* bytes of data in one element */
 	MPI_Aint lb, extent, true_lb, true_ub;
 	MPI_Datatype prim; /* the one predefined type inside, or 0 if mixed */
-	size_t nprim;     /* predefined elements in one element */
-	int nblk;         /* the element's bytes, flattened, in type order */
+	size_t nprim;	   /* predefined elements in one element */
+	int nblk;	   /* the element's bytes, flattened, in type order */
 	blk_t *blk;
 	/* What Type_get_envelope/contents report. */
 	char name[MPI_MAX_OBJECT_NAME];
@@ -99,8 +101,8 @@ typedef struct dtype {
 	MPI_Datatype *types;
 } dtype_t;
 
-dtype_t *pcori_mpi_type(MPI_Datatype t);         /* NULL if invalid */
-dtype_t *pcori_mpi_type_ready(MPI_Datatype t);   /* ... or uncommitted */
+dtype_t *pcori_mpi_type(MPI_Datatype t);       /* NULL if invalid */
+dtype_t *pcori_mpi_type_ready(MPI_Datatype t); /* ... or uncommitted */
 /* Whether count elements are one run of bytes; its start in *off_p. */
 bool pcori_mpi_type_contig(const dtype_t *d, int count, MPI_Aint *off_p);
 void pcori_mpi_pack(const void *buf, int count, const dtype_t *d, void *out);
@@ -125,13 +127,14 @@ int pcori_mpi_group_rank_of(const group_t *gr, int pid);
 
 typedef struct comm {
 	int size, rank;
-	int *pids;    /* comm rank -> pcor pid */
-	int *rank_of; /* pcor pid -> comm rank, or -1 */
-	uint32_t ctx; /* 4 * id: see CTX_* */
-	int lane;     /* pcor thread id whose queue takes our messages */
+	int *pids;     /* comm rank -> pcor pid */
+	int *rank_of;  /* pcor pid -> comm rank, or -1 */
+	uint32_t ctx;  /* 4 * id: see CTX_* */
+	int lane;      /* pcor thread id whose queue takes our messages */
+	int coll_lane; /* ... and our collectives' (queues of their own) */
 	MPI_Errhandler eh;
-	struct topo *topo; /* Cartesian or graph layout, or NULL */
-	struct hier *hier; /* host layout (tree.c), when hier_state is 2 */
+	struct topo *topo;	/* Cartesian or graph layout, or NULL */
+	struct hier *hier;	/* host layout (tree.c), when hier_state is 2 */
 	_Atomic int hier_state; /* 0 not looked at, 1 flat, 2 by host */
 	_Atomic uint32_t coll_seq; /* collectives started here */
 	char name[MPI_MAX_OBJECT_NAME];
@@ -146,8 +149,7 @@ int pcori_mpi_agree_ctx(comm_t *c, uint32_t *id_p);
 /* Blocking collectives for the shim's own use (predefined types). */
 int pcori_mpi_allreduce_c(comm_t *c, const void *sbuf, void *rbuf, int count,
 			  MPI_Datatype t, MPI_Op op);
-int pcori_mpi_allgather_c(comm_t *c, const void *sbuf, void *rbuf,
-			  size_t len);
+int pcori_mpi_allgather_c(comm_t *c, const void *sbuf, void *rbuf, size_t len);
 void pcori_mpi_comms_fini(void);
 void pcori_mpi_topo_free(struct topo *t);
 void pcori_mpi_hier_free(struct hier *h);
@@ -163,8 +165,8 @@ int pcori_mpi_topo_nbrs(const comm_t *c, int *nin_p, int **in_p, int *nout_p,
 
 bool pcori_mpi_op_ok(MPI_Op op);
 /* inout[k] = in[k] op inout[k]; in is the lower ranks' contribution. */
-int pcori_mpi_op_apply(MPI_Op op, MPI_Datatype t, const void *in,
-		       void *inout, size_t n);
+int pcori_mpi_op_apply(MPI_Op op, MPI_Datatype t, const void *in, void *inout,
+		       size_t n);
 
 /* ------------------------------------------------------------ schedules */
 
@@ -173,11 +175,11 @@ enum { S_SEND, S_RECV, S_FENCE, S_REDUCE, S_COPY, S_UNPACK };
 typedef struct sstep {
 	uint8_t kind;
 	uint8_t round;
-	int peer;        /* comm rank */
+	int peer;	 /* comm rank */
 	const void *src; /* send, copy, reduce input, unpack input */
-	void *dst;       /* recv, copy, reduce in-out, unpack target */
-	size_t len;      /* bytes (send, recv, copy, unpack) */
-	int count;       /* reduce, unpack */
+	void *dst;	 /* recv, copy, reduce in-out, unpack target */
+	size_t len;	 /* bytes (send, recv, copy, unpack) */
+	int count;	 /* reduce, unpack */
 	MPI_Datatype type;
 	MPI_Op op;
 } sstep_t;
@@ -189,9 +191,9 @@ typedef struct sched {
 	int n, cap, pos;
 	sstep_t *post; /* unpacks run after the last round */
 	int npost, postcap;
-	uint8_t round;      /* tag round of the steps being added */
+	uint8_t round;	     /* tag round of the steps being added */
 	unsigned next_round; /* first round no stage has taken yet */
-	pcor_handle_t *h; /* outstanding handles of the current round */
+	pcor_handle_t *h;    /* outstanding handles of the current round */
 	int nh, hcap;
 	void **mem; /* scratch owned by the schedule */
 	int nmem, memcap;
@@ -209,8 +211,8 @@ unsigned pcori_mpi_sched_stage(sched_t *s, unsigned n);
 void pcori_mpi_sched_copy(sched_t *s, const void *src, void *dst, size_t len);
 void pcori_mpi_sched_reduce(sched_t *s, MPI_Op op, MPI_Datatype t,
 			    const void *in, void *inout, int count);
-void pcori_mpi_sched_unpack(sched_t *s, const void *in, size_t len,
-			    void *buf, int count, MPI_Datatype t);
+void pcori_mpi_sched_unpack(sched_t *s, const void *in, size_t len, void *buf,
+			    int count, MPI_Datatype t);
 /* Advance; MPI_SUCCESS or an error class when done, -1 while running. */
 int pcori_mpi_sched_progress(sched_t *s, bool block);
 /* Release what it holds (after completion or on a build error). */
@@ -232,8 +234,8 @@ const void *pcori_mpi_coll_in(sched_t *s, const void *buf, int count,
 			      const dtype_t *d);
 void *pcori_mpi_coll_out(sched_t *s, void *buf, int count, MPI_Datatype t);
 /* The element type and count a reduction folds, or an error class. */
-int pcori_mpi_red_type(MPI_Datatype t, int count, MPI_Op op,
-		       MPI_Datatype *pt, int *pn);
+int pcori_mpi_red_type(MPI_Datatype t, int count, MPI_Op op, MPI_Datatype *pt,
+		       int *pn);
 /* tree.c: flat, or by host when the communicator spans hosts. */
 void pcori_mpi_b_barrier(sched_t *s);
 void pcori_mpi_b_bcast(sched_t *s, void *buf, size_t len, int root);
@@ -247,8 +249,7 @@ void pcori_mpi_b_scatter(sched_t *s, const layout_t *l, void *out,
 			 size_t outlen, int root);
 void pcori_mpi_b_allgather(sched_t *s, const void *in, size_t inlen,
 			   const layout_t *l);
-void pcori_mpi_b_alltoall(sched_t *s, const layout_t *sl,
-			  const layout_t *rl);
+void pcori_mpi_b_alltoall(sched_t *s, const layout_t *sl, const layout_t *rl);
 
 /* ------------------------------------------------------------- requests */
 
@@ -258,7 +259,7 @@ enum { R_NULL, R_SEND, R_RECV, R_SSEND, R_COLL, R_DONE, R_IDLE };
 typedef struct req {
 	int kind;
 	bool used, persistent;
-	struct {       /* a persistent request's operation */
+	struct { /* a persistent request's operation */
 		int mode;
 		bool recv;
 		void *buf;
@@ -274,8 +275,8 @@ typedef struct req {
 	void *ubuf;
 	int ucount;
 	MPI_Datatype utype;
-	sched_t *sched;   /* R_COLL */
-	int err;          /* R_DONE: outcome kept for the caller */
+	sched_t *sched; /* R_COLL */
+	int err;	/* R_DONE: outcome kept for the caller */
 	MPI_Status st;
 } req_t;
 
@@ -310,7 +311,7 @@ extern mpi_global_t pcori_mpi;
  * MPI_COMM_WORLD's when c is not valid): fatal ends the job, else return.
  */
 int pcori_mpi_fail(MPI_Comm c, const char *fn, int err);
-int pcori_mpi_class(int pcor_rc);  /* pcor status -> MPI error class */
+int pcori_mpi_class(int pcor_rc); /* pcor status -> MPI error class */
 void pcori_mpi_check_init(const char *fn);
 void pcori_mpi_status_set(MPI_Status *st, const comm_t *c,
 			  const pcor_msginfo_t *in, int err, bool null);
@@ -320,15 +321,15 @@ void pcori_mpi_sync_ack(comm_t *c, const pcor_msginfo_t *info);
 /* Send / receive on a communicator's context (retrying backpressure). */
 int pcori_mpi_isend(comm_t *c, int off, int dst, int tag, const void *buf,
 		    size_t len, pcor_handle_t *h_p);
-int pcori_mpi_irecv(comm_t *c, int off, int src, int tag, void *buf,
-		    size_t cap, pcor_msginfo_t *info, pcor_handle_t *h_p);
+int pcori_mpi_irecv(comm_t *c, int off, int src, int tag, void *buf, size_t cap,
+		    pcor_msginfo_t *info, pcor_handle_t *h_p);
 
-#define CHECK_INIT(fn) pcori_mpi_check_init(fn)
+#define CHECK_INIT(fn)	    pcori_mpi_check_init(fn)
 #define FAIL(comm, fn, err) pcori_mpi_fail(comm, fn, err)
-#define RETURN(comm, fn, err)                                            \
-	do {                                                             \
-		int e_ = (err);                                          \
-		return e_ ? FAIL(comm, fn, e_) : MPI_SUCCESS;            \
+#define RETURN(comm, fn, err)                                 \
+	do {                                                  \
+		int e_ = (err);                               \
+		return e_ ? FAIL(comm, fn, e_) : MPI_SUCCESS; \
 	} while (0)
 
 #endif /* PCOR_MPII_H */

@@ -32,10 +32,10 @@ static int exchange(sched_t *s, int nin, const int *in, const blkv_t *rb,
 			return d ? MPI_ERR_COUNT : MPI_ERR_TYPE;
 		/* Arrives on side i: it left the sender towards side i ^ 1. */
 		s->round = (uint8_t)(base + (cart ? (unsigned)(i ^ 1) : 0));
-		pcori_mpi_sched_recv(s, in[i],
-				     pcori_mpi_coll_out(s, rb[i].p, rb[i].count,
-							rb[i].t),
-				     (size_t)rb[i].count * d->size);
+		pcori_mpi_sched_recv(
+		    s, in[i],
+		    pcori_mpi_coll_out(s, rb[i].p, rb[i].count, rb[i].t),
+		    (size_t)rb[i].count * d->size);
 	}
 	for (int j = 0; j < nout; j++) {
 		if (out[j] == MPI_PROC_NULL)
@@ -44,10 +44,9 @@ static int exchange(sched_t *s, int nin, const int *in, const blkv_t *rb,
 		if (!d || sb[j].count < 0)
 			return d ? MPI_ERR_COUNT : MPI_ERR_TYPE;
 		s->round = (uint8_t)(base + (cart ? (unsigned)j : 0));
-		pcori_mpi_sched_send(s, out[j],
-				     pcori_mpi_coll_in(s, sb[j].p, sb[j].count,
-						       d),
-				     (size_t)sb[j].count * d->size);
+		pcori_mpi_sched_send(
+		    s, out[j], pcori_mpi_coll_in(s, sb[j].p, sb[j].count, d),
+		    (size_t)sb[j].count * d->size);
 	}
 	pcori_mpi_sched_fence(s);
 	return MPI_SUCCESS;
@@ -61,8 +60,8 @@ typedef struct args {
 	const void *sbuf;
 	int scount;
 	const int *scounts;
-	const int *sdispls;       /* elements */
-	const MPI_Aint *sdispw;   /* bytes (w forms) */
+	const int *sdispls;	/* elements */
+	const MPI_Aint *sdispw; /* bytes (w forms) */
 	MPI_Datatype stype;
 	const MPI_Datatype *stypes;
 	void *rbuf;
@@ -126,8 +125,7 @@ static bool arrays_ok(const args_t *a, int nin, int nout)
 }
 
 /* Any neighbourhood collective (all: Alltoallw over every rank). */
-static int run(const args_t *a, bool all, MPI_Comm comm,
-	       MPI_Request *request)
+static int run(const args_t *a, bool all, MPI_Comm comm, MPI_Request *request)
 {
 	comm_t *c = pcori_mpi_comm(comm);
 	if (!c)
@@ -176,32 +174,39 @@ static int run(const args_t *a, bool all, MPI_Comm comm,
 }
 
 /* Blocking (request NULL) or not (nb: a request pointer is required). */
-#define ENTRY(fn, a, nb, comm, request)                                   \
-	do {                                                              \
-		CHECK_INIT(fn);                                           \
-		if ((nb) && !(request))                                   \
-			return FAIL(comm, fn, MPI_ERR_ARG);               \
-		RETURN(comm, fn, run(a, false, comm, request));           \
+#define ENTRY(fn, a, nb, comm, request)                         \
+	do {                                                    \
+		CHECK_INIT(fn);                                 \
+		if ((nb) && !(request))                         \
+			return FAIL(comm, fn, MPI_ERR_ARG);     \
+		RETURN(comm, fn, run(a, false, comm, request)); \
 	} while (0)
 
 int MPI_Neighbor_allgather(const void *sendbuf, int sendcount,
-			   MPI_Datatype sendtype, void *recvbuf,
-			   int recvcount, MPI_Datatype recvtype,
-			   MPI_Comm comm)
+			   MPI_Datatype sendtype, void *recvbuf, int recvcount,
+			   MPI_Datatype recvtype, MPI_Comm comm)
 {
-	args_t a = {.kind = N_ALLGATHER, .sbuf = sendbuf, .scount = sendcount,
-		    .stype = sendtype, .rbuf = recvbuf, .rcount = recvcount,
+	args_t a = {.kind = N_ALLGATHER,
+		    .sbuf = sendbuf,
+		    .scount = sendcount,
+		    .stype = sendtype,
+		    .rbuf = recvbuf,
+		    .rcount = recvcount,
 		    .rtype = recvtype};
 	ENTRY("MPI_Neighbor_allgather", &a, false, comm, NULL);
 }
 
 int MPI_Ineighbor_allgather(const void *sendbuf, int sendcount,
-			    MPI_Datatype sendtype, void *recvbuf,
-			    int recvcount, MPI_Datatype recvtype,
-			    MPI_Comm comm, MPI_Request *request)
+			    MPI_Datatype sendtype, void *recvbuf, int recvcount,
+			    MPI_Datatype recvtype, MPI_Comm comm,
+			    MPI_Request *request)
 {
-	args_t a = {.kind = N_ALLGATHER, .sbuf = sendbuf, .scount = sendcount,
-		    .stype = sendtype, .rbuf = recvbuf, .rcount = recvcount,
+	args_t a = {.kind = N_ALLGATHER,
+		    .sbuf = sendbuf,
+		    .scount = sendcount,
+		    .stype = sendtype,
+		    .rbuf = recvbuf,
+		    .rcount = recvcount,
 		    .rtype = recvtype};
 	ENTRY("MPI_Ineighbor_allgather", &a, true, comm, request);
 }
@@ -211,9 +216,13 @@ int MPI_Neighbor_allgatherv(const void *sendbuf, int sendcount,
 			    const int recvcounts[], const int displs[],
 			    MPI_Datatype recvtype, MPI_Comm comm)
 {
-	args_t a = {.kind = N_ALLGATHERV, .sbuf = sendbuf,
-		    .scount = sendcount, .stype = sendtype, .rbuf = recvbuf,
-		    .rcounts = recvcounts, .rdispls = displs,
+	args_t a = {.kind = N_ALLGATHERV,
+		    .sbuf = sendbuf,
+		    .scount = sendcount,
+		    .stype = sendtype,
+		    .rbuf = recvbuf,
+		    .rcounts = recvcounts,
+		    .rdispls = displs,
 		    .rtype = recvtype};
 	ENTRY("MPI_Neighbor_allgatherv", &a, false, comm, NULL);
 }
@@ -224,9 +233,13 @@ int MPI_Ineighbor_allgatherv(const void *sendbuf, int sendcount,
 			     MPI_Datatype recvtype, MPI_Comm comm,
 			     MPI_Request *request)
 {
-	args_t a = {.kind = N_ALLGATHERV, .sbuf = sendbuf,
-		    .scount = sendcount, .stype = sendtype, .rbuf = recvbuf,
-		    .rcounts = recvcounts, .rdispls = displs,
+	args_t a = {.kind = N_ALLGATHERV,
+		    .sbuf = sendbuf,
+		    .scount = sendcount,
+		    .stype = sendtype,
+		    .rbuf = recvbuf,
+		    .rcounts = recvcounts,
+		    .rdispls = displs,
 		    .rtype = recvtype};
 	ENTRY("MPI_Ineighbor_allgatherv", &a, true, comm, request);
 }
@@ -235,19 +248,27 @@ int MPI_Neighbor_alltoall(const void *sendbuf, int sendcount,
 			  MPI_Datatype sendtype, void *recvbuf, int recvcount,
 			  MPI_Datatype recvtype, MPI_Comm comm)
 {
-	args_t a = {.kind = N_ALLTOALL, .sbuf = sendbuf, .scount = sendcount,
-		    .stype = sendtype, .rbuf = recvbuf, .rcount = recvcount,
+	args_t a = {.kind = N_ALLTOALL,
+		    .sbuf = sendbuf,
+		    .scount = sendcount,
+		    .stype = sendtype,
+		    .rbuf = recvbuf,
+		    .rcount = recvcount,
 		    .rtype = recvtype};
 	ENTRY("MPI_Neighbor_alltoall", &a, false, comm, NULL);
 }
 
 int MPI_Ineighbor_alltoall(const void *sendbuf, int sendcount,
-			   MPI_Datatype sendtype, void *recvbuf,
-			   int recvcount, MPI_Datatype recvtype,
-			   MPI_Comm comm, MPI_Request *request)
+			   MPI_Datatype sendtype, void *recvbuf, int recvcount,
+			   MPI_Datatype recvtype, MPI_Comm comm,
+			   MPI_Request *request)
 {
-	args_t a = {.kind = N_ALLTOALL, .sbuf = sendbuf, .scount = sendcount,
-		    .stype = sendtype, .rbuf = recvbuf, .rcount = recvcount,
+	args_t a = {.kind = N_ALLTOALL,
+		    .sbuf = sendbuf,
+		    .scount = sendcount,
+		    .stype = sendtype,
+		    .rbuf = recvbuf,
+		    .rcount = recvcount,
 		    .rtype = recvtype};
 	ENTRY("MPI_Ineighbor_alltoall", &a, true, comm, request);
 }
@@ -258,10 +279,15 @@ int MPI_Neighbor_alltoallv(const void *sendbuf, const int sendcounts[],
 			   const int rdispls[], MPI_Datatype recvtype,
 			   MPI_Comm comm)
 {
-	args_t a = {.kind = N_ALLTOALLV, .sbuf = sendbuf,
-		    .scounts = sendcounts, .sdispls = sdispls,
-		    .stype = sendtype, .rbuf = recvbuf, .rcounts = recvcounts,
-		    .rdispls = rdispls, .rtype = recvtype};
+	args_t a = {.kind = N_ALLTOALLV,
+		    .sbuf = sendbuf,
+		    .scounts = sendcounts,
+		    .sdispls = sdispls,
+		    .stype = sendtype,
+		    .rbuf = recvbuf,
+		    .rcounts = recvcounts,
+		    .rdispls = rdispls,
+		    .rtype = recvtype};
 	ENTRY("MPI_Neighbor_alltoallv", &a, false, comm, NULL);
 }
 
@@ -271,18 +297,27 @@ int MPI_Ineighbor_alltoallv(const void *sendbuf, const int sendcounts[],
 			    const int rdispls[], MPI_Datatype recvtype,
 			    MPI_Comm comm, MPI_Request *request)
 {
-	args_t a = {.kind = N_ALLTOALLV, .sbuf = sendbuf,
-		    .scounts = sendcounts, .sdispls = sdispls,
-		    .stype = sendtype, .rbuf = recvbuf, .rcounts = recvcounts,
-		    .rdispls = rdispls, .rtype = recvtype};
+	args_t a = {.kind = N_ALLTOALLV,
+		    .sbuf = sendbuf,
+		    .scounts = sendcounts,
+		    .sdispls = sdispls,
+		    .stype = sendtype,
+		    .rbuf = recvbuf,
+		    .rcounts = recvcounts,
+		    .rdispls = rdispls,
+		    .rtype = recvtype};
 	ENTRY("MPI_Ineighbor_alltoallv", &a, true, comm, request);
 }
 
-#define W_ARGS                                                            \
-	args_t a = {.kind = N_ALLTOALLW, .sbuf = sendbuf,                 \
-		    .scounts = sendcounts, .sdispw = sdispls,             \
-		    .stypes = sendtypes, .rbuf = recvbuf,                 \
-		    .rcounts = recvcounts, .rdispw = rdispls,             \
+#define W_ARGS                             \
+	args_t a = {.kind = N_ALLTOALLW,   \
+		    .sbuf = sendbuf,       \
+		    .scounts = sendcounts, \
+		    .sdispw = sdispls,     \
+		    .stypes = sendtypes,   \
+		    .rbuf = recvbuf,       \
+		    .rcounts = recvcounts, \
+		    .rdispw = rdispls,     \
 		    .rtypes = recvtypes}
 
 int MPI_Neighbor_alltoallw(const void *sendbuf, const int sendcounts[],
@@ -309,9 +344,9 @@ int MPI_Ineighbor_alltoallw(const void *sendbuf, const int sendcounts[],
 /* Alltoallw: displacements in bytes, as ints (MPI-3 signature). */
 static int alltoallw(const void *sendbuf, const int sendcounts[],
 		     const int sdispls[], const MPI_Datatype sendtypes[],
-		     void *recvbuf, const int recvcounts[],
-		     const int rdispls[], const MPI_Datatype recvtypes[],
-		     MPI_Comm comm, MPI_Request *request)
+		     void *recvbuf, const int recvcounts[], const int rdispls[],
+		     const MPI_Datatype recvtypes[], MPI_Comm comm,
+		     MPI_Request *request)
 {
 	comm_t *c = pcori_mpi_comm(comm);
 	if (!c)
@@ -325,9 +360,14 @@ static int alltoallw(const void *sendbuf, const int sendcounts[],
 		sd[r] = sdispls[r];
 		rd[r] = rdispls[r];
 	}
-	args_t a = {.kind = N_ALLTOALLW, .sbuf = sendbuf,
-		    .scounts = sendcounts, .sdispw = sd, .stypes = sendtypes,
-		    .rbuf = recvbuf, .rcounts = recvcounts, .rdispw = rd,
+	args_t a = {.kind = N_ALLTOALLW,
+		    .sbuf = sendbuf,
+		    .scounts = sendcounts,
+		    .sdispw = sd,
+		    .stypes = sendtypes,
+		    .rbuf = recvbuf,
+		    .rcounts = recvcounts,
+		    .rdispw = rd,
 		    .rtypes = recvtypes};
 	if (!err)
 		err = run(&a, true, comm, request);

@@ -29,15 +29,15 @@ int pcori_mpi_isend(comm_t *c, int off, int dst, int tag, const void *buf,
 	return rc;
 }
 
-int pcori_mpi_irecv(comm_t *c, int off, int src, int tag, void *buf,
-		    size_t cap, pcor_msginfo_t *info, pcor_handle_t *h_p)
+int pcori_mpi_irecv(comm_t *c, int off, int src, int tag, void *buf, size_t cap,
+		    pcor_msginfo_t *info, pcor_handle_t *h_p)
 {
 	int rc;
 	/* Acknowledgements come to the sending thread itself. */
 	int q = off == CTX_ACK ? -1 : c->lane;
 	while ((rc = pcori_ctx_recv(q, src < 0 ? PCOR_ANY_PID : c->pids[src],
-				    PCOR_ANY_THID, tag, c->ctx + off, buf,
-				    cap, info, h_p)) == PCOR_ERR_AGAIN)
+				    PCOR_ANY_THID, tag, c->ctx + off, buf, cap,
+				    info, h_p)) == PCOR_ERR_AGAIN)
 		sched_yield();
 	return rc;
 }
@@ -64,8 +64,8 @@ void pcori_mpi_sync_ack(comm_t *c, const pcor_msginfo_t *info)
 		pcor_handle_test(h, PCOR_BLOCK);
 }
 
-static int check_p2p(comm_t *c, int count, MPI_Datatype t, int peer,
-		     int tag, bool recv)
+static int check_p2p(comm_t *c, int count, MPI_Datatype t, int peer, int tag,
+		     bool recv)
 {
 	if (!c)
 		return MPI_ERR_COMM;
@@ -154,8 +154,8 @@ static int send_start(int mode, const void *buf, int count, MPI_Datatype t,
 	return pcori_mpi_class(rc);
 }
 
-static int recv_start(void *buf, int count, MPI_Datatype t, int source,
-		      int tag, MPI_Comm comm, req_t *r)
+static int recv_start(void *buf, int count, MPI_Datatype t, int source, int tag,
+		      MPI_Comm comm, req_t *r)
 {
 	comm_t *c = pcori_mpi_comm(comm);
 	int err = check_p2p(c, count, t, source, tag, true);
@@ -183,9 +183,9 @@ static int recv_start(void *buf, int count, MPI_Datatype t, int source,
 		r->ucount = count;
 		r->utype = t;
 	}
-	int rc = pcori_mpi_irecv(c, CTX_P2P,
-				 source == MPI_ANY_SOURCE ? -1 : source, tag,
-				 into, len, &r->info, &r->h);
+	int rc =
+	    pcori_mpi_irecv(c, CTX_P2P, source == MPI_ANY_SOURCE ? -1 : source,
+			    tag, into, len, &r->info, &r->h);
 	if (rc) {
 		free(r->tmp);
 		r->tmp = NULL;
@@ -194,9 +194,9 @@ static int recv_start(void *buf, int count, MPI_Datatype t, int source,
 }
 
 /* A nonblocking call: a request, then the start. */
-static int nb(int mode, bool recv, const void *buf, int count,
-	      MPI_Datatype t, int peer, int tag, MPI_Comm comm,
-	      MPI_Request *request, const char *fn)
+static int nb(int mode, bool recv, const void *buf, int count, MPI_Datatype t,
+	      int peer, int tag, MPI_Comm comm, MPI_Request *request,
+	      const char *fn)
 {
 	CHECK_INIT(fn);
 	if (!request)
@@ -242,29 +242,29 @@ static int pinit(int mode, bool recv, const void *buf, int count,
 	return MPI_SUCCESS;
 }
 
-int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype,
-		  int dest, int tag, MPI_Comm comm, MPI_Request *request)
+int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest,
+		  int tag, MPI_Comm comm, MPI_Request *request)
 {
 	return pinit(M_STD, false, buf, count, datatype, dest, tag, comm,
 		     request, "MPI_Send_init");
 }
 
-int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype,
-		   int dest, int tag, MPI_Comm comm, MPI_Request *request)
+int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest,
+		   int tag, MPI_Comm comm, MPI_Request *request)
 {
 	return pinit(M_SYNC, false, buf, count, datatype, dest, tag, comm,
 		     request, "MPI_Ssend_init");
 }
 
-int MPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype,
-		   int dest, int tag, MPI_Comm comm, MPI_Request *request)
+int MPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype, int dest,
+		   int tag, MPI_Comm comm, MPI_Request *request)
 {
 	return pinit(M_BUF, false, buf, count, datatype, dest, tag, comm,
 		     request, "MPI_Bsend_init");
 }
 
-int MPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype,
-		   int dest, int tag, MPI_Comm comm, MPI_Request *request)
+int MPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype, int dest,
+		   int tag, MPI_Comm comm, MPI_Request *request)
 {
 	return pinit(M_STD, false, buf, count, datatype, dest, tag, comm,
 		     request, "MPI_Rsend_init");
@@ -287,10 +287,10 @@ int MPI_Start(MPI_Request *request)
 	r->h = r->ack = -1;
 	r->err = 0;
 	int err = r->p.recv
-		? recv_start(r->p.buf, r->p.count, r->p.t, r->p.peer,
-			     r->p.tag, r->comm, r)
-		: send_start(r->p.mode, r->p.buf, r->p.count, r->p.t,
-			     r->p.peer, r->p.tag, r->comm, r);
+		      ? recv_start(r->p.buf, r->p.count, r->p.t, r->p.peer,
+				   r->p.tag, r->comm, r)
+		      : send_start(r->p.mode, r->p.buf, r->p.count, r->p.t,
+				   r->p.peer, r->p.tag, r->comm, r);
 	if (err) {
 		r->kind = R_IDLE;
 		return FAIL(r->comm, "MPI_Start", err);
@@ -315,9 +315,9 @@ int MPI_Startall(int count, MPI_Request array_of_requests[])
  * A blocking call: the operation started and run to its end in a request
  * on the stack (no handle to make and drop on the latency path).
  */
-static int blk(int mode, bool recv, const void *buf, int count,
-	       MPI_Datatype t, int peer, int tag, MPI_Comm comm,
-	       MPI_Status *status, const char *fn)
+static int blk(int mode, bool recv, const void *buf, int count, MPI_Datatype t,
+	       int peer, int tag, MPI_Comm comm, MPI_Status *status,
+	       const char *fn)
 {
 	CHECK_INIT(fn);
 	req_t r = {.used = true, .h = -1, .ack = -1};
@@ -357,56 +357,56 @@ int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest,
 		   "MPI_Bsend");
 }
 
-int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source,
-	     int tag, MPI_Comm comm, MPI_Status *status)
+int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
+	     MPI_Comm comm, MPI_Status *status)
 {
-	return blk(M_STD, true, buf, count, datatype, source, tag, comm,
-		   status, "MPI_Recv");
+	return blk(M_STD, true, buf, count, datatype, source, tag, comm, status,
+		   "MPI_Recv");
 }
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,
 	      int tag, MPI_Comm comm, MPI_Request *request)
 {
-	return nb(M_STD, false, buf, count, datatype, dest, tag, comm,
-		  request, "MPI_Isend");
+	return nb(M_STD, false, buf, count, datatype, dest, tag, comm, request,
+		  "MPI_Isend");
 }
 
 int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest,
 	       int tag, MPI_Comm comm, MPI_Request *request)
 {
-	return nb(M_SYNC, false, buf, count, datatype, dest, tag, comm,
-		  request, "MPI_Issend");
+	return nb(M_SYNC, false, buf, count, datatype, dest, tag, comm, request,
+		  "MPI_Issend");
 }
 
 int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest,
 	       int tag, MPI_Comm comm, MPI_Request *request)
 {
-	return nb(M_STD, false, buf, count, datatype, dest, tag, comm,
-		  request, "MPI_Irsend");
+	return nb(M_STD, false, buf, count, datatype, dest, tag, comm, request,
+		  "MPI_Irsend");
 }
 
 int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest,
 	       int tag, MPI_Comm comm, MPI_Request *request)
 {
-	return nb(M_BUF, false, buf, count, datatype, dest, tag, comm,
-		  request, "MPI_Ibsend");
+	return nb(M_BUF, false, buf, count, datatype, dest, tag, comm, request,
+		  "MPI_Ibsend");
 }
 
-int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source,
-	      int tag, MPI_Comm comm, MPI_Request *request)
+int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
+	      MPI_Comm comm, MPI_Request *request)
 {
-	return nb(M_STD, true, buf, count, datatype, source, tag, comm,
-		  request, "MPI_Irecv");
+	return nb(M_STD, true, buf, count, datatype, source, tag, comm, request,
+		  "MPI_Irecv");
 }
 
 int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 		 int dest, int sendtag, void *recvbuf, int recvcount,
-		 MPI_Datatype recvtype, int source, int recvtag,
-		 MPI_Comm comm, MPI_Status *status)
+		 MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
+		 MPI_Status *status)
 {
 	MPI_Request q;
-	int rc = nb(M_STD, true, recvbuf, recvcount, recvtype, source,
-		    recvtag, comm, &q, "MPI_Sendrecv");
+	int rc = nb(M_STD, true, recvbuf, recvcount, recvtype, source, recvtag,
+		    comm, &q, "MPI_Sendrecv");
 	if (rc)
 		return rc;
 	rc = blk(M_STD, false, sendbuf, sendcount, sendtype, dest, sendtag,
@@ -415,9 +415,9 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 	return rc ? rc : rc2;
 }
 
-int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype,
-			 int dest, int sendtag, int source, int recvtag,
-			 MPI_Comm comm, MPI_Status *status)
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest,
+			 int sendtag, int source, int recvtag, MPI_Comm comm,
+			 MPI_Status *status)
 {
 	CHECK_INIT("MPI_Sendrecv_replace");
 	comm_t *c = pcori_mpi_comm(comm);
@@ -455,10 +455,9 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag,
 		return MPI_SUCCESS;
 	}
 	pcor_msginfo_t info;
-	int rc = pcori_ctx_probe(c->lane,
-				 source == MPI_ANY_SOURCE ? PCOR_ANY_PID
-							  : c->pids[source],
-				 PCOR_ANY_THID, tag, c->ctx + CTX_P2P, &info);
+	int rc = pcori_ctx_probe(
+	    c->lane, source == MPI_ANY_SOURCE ? PCOR_ANY_PID : c->pids[source],
+	    PCOR_ANY_THID, tag, c->ctx + CTX_P2P, &info);
 	if (rc < 0)
 		return FAIL(comm, "MPI_Iprobe", pcori_mpi_class(rc));
 	*flag = rc;
@@ -472,7 +471,8 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 	int flag = 0, rc;
 	/* Messages arrive through pcor's dispatchers: look until one is in. */
 	while ((rc = MPI_Iprobe(source, tag, comm, &flag, status)) ==
-		       MPI_SUCCESS && !flag)
+		   MPI_SUCCESS &&
+	       !flag)
 		sched_yield();
 	return rc;
 }
@@ -507,8 +507,7 @@ void pcori_mpi_bsend_fini(void)
 	memset(&bs, 0, sizeof(bs));
 }
 
-static int bsend_post(comm_t *c, int dest, int tag, const void *buf,
-		      size_t len)
+static int bsend_post(comm_t *c, int dest, int tag, const void *buf, size_t len)
 {
 	pthread_mutex_lock(&pcori_mpi.lock);
 	int err = MPI_SUCCESS;
@@ -541,8 +540,9 @@ int MPI_Buffer_attach(void *buffer, int size)
 {
 	CHECK_INIT("MPI_Buffer_attach");
 	pthread_mutex_lock(&pcori_mpi.lock);
-	int err = bs.buf ? MPI_ERR_BUFFER :
-		  size < 0 || (!buffer && size) ? MPI_ERR_ARG : MPI_SUCCESS;
+	int err = bs.buf			  ? MPI_ERR_BUFFER
+		  : size < 0 || (!buffer && size) ? MPI_ERR_ARG
+						  : MPI_SUCCESS;
 	if (!err) {
 		bs.buf = buffer;
 		bs.size = size;

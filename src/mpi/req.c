@@ -165,9 +165,12 @@ static bool req_progress(req_t *r, bool block)
 			break;
 		}
 		if (r->tmp) {
-			size_t got = r->info.size < (size_t)r->ucount *
-				pcori_mpi_type(r->utype)->size ? r->info.size :
-				(size_t)r->ucount * pcori_mpi_type(r->utype)->size;
+			size_t got =
+			    r->info.size < (size_t)r->ucount *
+					       pcori_mpi_type(r->utype)->size
+				? r->info.size
+				: (size_t)r->ucount *
+				      pcori_mpi_type(r->utype)->size;
 			pcori_mpi_unpack(r->tmp, got, r->ubuf, r->ucount,
 					 pcori_mpi_type(r->utype));
 		}
@@ -325,8 +328,8 @@ int MPI_Testall(int count, MPI_Request requests[], int *flag,
 		MPI_Status *st = statuses ? &statuses[i] : NULL;
 		if (pcori_mpi_req_idle(requests[i]))
 			status_empty(st);
-		else if (req_reap(&requests[i],
-				  pcori_mpi_req_get(requests[i]), st))
+		else if (req_reap(&requests[i], pcori_mpi_req_get(requests[i]),
+				  st))
 			err = MPI_ERR_IN_STATUS;
 	}
 	RETURN(comm, "MPI_Testall", err);
@@ -379,8 +382,7 @@ int MPI_Waitany(int count, MPI_Request requests[], int *index,
 		MPI_Status *status)
 {
 	int found;
-	return any(count, requests, index, status, true, &found,
-		   "MPI_Waitany");
+	return any(count, requests, index, status, true, &found, "MPI_Waitany");
 }
 
 int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag,
@@ -388,17 +390,16 @@ int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag,
 {
 	if (!flag)
 		return FAIL(MPI_COMM_WORLD, "MPI_Testany", MPI_ERR_ARG);
-	int rc = any(count, requests, index, status, false, flag,
-		     "MPI_Testany");
+	int rc =
+	    any(count, requests, index, status, false, flag, "MPI_Testany");
 	if (!*flag && index)
 		*index = MPI_UNDEFINED;
 	return rc;
 }
 
 /* Waitsome/Testsome: every finished request at once. */
-static int some(int incount, MPI_Request reqv[], int *outcount,
-		int indices[], MPI_Status statuses[], bool block,
-		const char *fn)
+static int some(int incount, MPI_Request reqv[], int *outcount, int indices[],
+		MPI_Status statuses[], bool block, const char *fn)
 {
 	CHECK_INIT(fn);
 	MPI_Comm comm;
@@ -418,7 +419,8 @@ static int some(int incount, MPI_Request reqv[], int *outcount,
 			if (!req_progress(r, false))
 				continue;
 			indices[n] = i;
-			if (req_reap(&reqv[i], r, statuses ? &statuses[n] : NULL))
+			if (req_reap(&reqv[i], r,
+				     statuses ? &statuses[n] : NULL))
 				err = MPI_ERR_IN_STATUS;
 			n++;
 		}

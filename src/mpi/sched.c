@@ -126,8 +126,8 @@ void pcori_mpi_sched_reduce(sched_t *s, MPI_Op op, MPI_Datatype t,
 	}
 }
 
-void pcori_mpi_sched_unpack(sched_t *s, const void *in, size_t len,
-			    void *buf, int count, MPI_Datatype t)
+void pcori_mpi_sched_unpack(sched_t *s, const void *in, size_t len, void *buf,
+			    int count, MPI_Datatype t)
 {
 	if (s->npost == s->postcap) {
 		int n = s->postcap ? 2 * s->postcap : 4;
@@ -170,8 +170,8 @@ static bool round_done(sched_t *s, bool block)
 	for (int i = 0; i < s->nh; i++) {
 		if (s->h[i] < 0)
 			continue;
-		int rc = pcor_handle_test(s->h[i], block ? PCOR_BLOCK
-							 : PCOR_NONBLOCK);
+		int rc = pcor_handle_test(s->h[i],
+					  block ? PCOR_BLOCK : PCOR_NONBLOCK);
 		if (rc == PCOR_INPROGRESS) {
 			all = false;
 			continue;
@@ -203,9 +203,9 @@ int pcori_mpi_sched_progress(sched_t *s, bool block)
 				/* Done: the receive side's unpacks, once. */
 				for (int i = 0; i < s->npost; i++)
 					pcori_mpi_unpack(
-						s->post[i].src, s->post[i].len,
-						s->post[i].dst, s->post[i].count,
-						pcori_mpi_type(s->post[i].type));
+					    s->post[i].src, s->post[i].len,
+					    s->post[i].dst, s->post[i].count,
+					    pcori_mpi_type(s->post[i].type));
 				s->npost = 0;
 				break;
 			}
@@ -217,15 +217,14 @@ int pcori_mpi_sched_progress(sched_t *s, bool block)
 		pcor_handle_t h;
 		switch (st->kind) {
 		case S_SEND:
-			rc = pcori_ctx_send(c->pids[st->peer], c->lane, tag,
-					    c->ctx + CTX_COLL, st->src,
+			rc = pcori_ctx_send(c->pids[st->peer], c->coll_lane,
+					    tag, c->ctx + CTX_COLL, st->src,
 					    st->len, &h);
 			break;
 		case S_RECV:
-			rc = pcori_ctx_recv(c->lane, c->pids[st->peer],
-					    PCOR_ANY_THID, tag,
-					    c->ctx + CTX_COLL, st->dst,
-					    st->len, NULL, &h);
+			rc = pcori_ctx_recv(
+			    c->coll_lane, c->pids[st->peer], PCOR_ANY_THID, tag,
+			    c->ctx + CTX_COLL, st->dst, st->len, NULL, &h);
 			break;
 		case S_COPY:
 			memmove(st->dst, st->src, st->len);

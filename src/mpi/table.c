@@ -20,8 +20,9 @@ int pcori_mpi_tab_add(htable_t *t, void *obj, int first)
 	int start = t->hint > first ? t->hint : first, i;
 	for (int pass = 0; pass < 2; pass++) {
 		for (i = pass ? first : start; i < t->nslots; i++)
-			if (!atomic_load_explicit(&t->chunk[i / CHUNK][i % CHUNK],
-						  memory_order_relaxed))
+			if (!atomic_load_explicit(
+				&t->chunk[i / CHUNK][i % CHUNK],
+				memory_order_relaxed))
 				goto found;
 	}
 	if (i >= CHUNK * MAX_CHUNKS) {

@@ -285,10 +285,13 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree,
 		t->weighted = w;
 		t->src = dup_ints(sources, indegree);
 		t->dst = dup_ints(destinations, outdegree);
-		t->srcw = dup_ints(w && sourceweights != MPI_WEIGHTS_EMPTY ?
-					   sourceweights : NULL, indegree);
-		t->dstw = dup_ints(w && destweights != MPI_WEIGHTS_EMPTY ?
-					   destweights : NULL, outdegree);
+		t->srcw = dup_ints(w && sourceweights != MPI_WEIGHTS_EMPTY
+				       ? sourceweights
+				       : NULL,
+				   indegree);
+		t->dstw = dup_ints(
+		    w && destweights != MPI_WEIGHTS_EMPTY ? destweights : NULL,
+		    outdegree);
 	}
 	if (!t || !t->src || !t->dst || !t->srcw || !t->dstw) {
 		pcori_mpi_topo_free(t);
@@ -303,12 +306,11 @@ static topo_t *graph_of(MPI_Comm comm, int *err)
 {
 	comm_t *c = pcori_mpi_comm(comm);
 	*err = !c ? MPI_ERR_COMM : MPI_ERR_TOPOLOGY;
-	return c && c->topo && c->topo->kind == MPI_DIST_GRAPH ? c->topo
-								 : NULL;
+	return c && c->topo && c->topo->kind == MPI_DIST_GRAPH ? c->topo : NULL;
 }
 
-int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree,
-				   int *outdegree, int *weighted)
+int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree, int *outdegree,
+				   int *weighted)
 {
 	CHECK_INIT("MPI_Dist_graph_neighbors_count");
 	int err;
@@ -381,17 +383,21 @@ int pcori_mpi_topo_nbrs(const comm_t *c, int *nin_p, int **in_p, int *nout_p,
 			}
 			for (int d = 0; d < t->ndims; d++)
 				for (int s = 0; s < 2; s++) {
-					int x = co[d] + (s ? 1 : -1), sz = t->dims[d];
+					int x = co[d] + (s ? 1 : -1),
+					    sz = t->dims[d];
 					int nb = MPI_PROC_NULL;
 					if (t->periods[d])
 						x = (x + sz) % sz;
 					if (x >= 0 && x < sz) {
 						nb = 0;
-						for (int k = 0; k < t->ndims; k++)
+						for (int k = 0; k < t->ndims;
+						     k++)
 							nb = nb * t->dims[k] +
-							     (k == d ? x : co[k]);
+							     (k == d ? x
+								     : co[k]);
 					}
-					(*in_p)[2 * d + s] = (*out_p)[2 * d + s] = nb;
+					(*in_p)[2 * d + s] =
+					    (*out_p)[2 * d + s] = nb;
 				}
 		}
 		*nin_p = *nout_p = n;

@@ -44,8 +44,7 @@ static void g_barrier(sched_t *s, const grp_t *g)
 }
 
 /* Binomial tree from member root. */
-static void g_bcast(sched_t *s, const grp_t *g, void *buf, size_t len,
-		    int root)
+static void g_bcast(sched_t *s, const grp_t *g, void *buf, size_t len, int root)
 {
 	pcori_mpi_sched_stage(s, 1); /* one message per rank: one round */
 	if (g->me < 0)
@@ -110,8 +109,8 @@ static void g_reduce(sched_t *s, const grp_t *g, const void *in, void *out,
  * power of two, the first 2 * rem members pair off: the even one hands
  * its data to the odd one and gets the result back at the end.
  */
-static void g_allreduce(sched_t *s, const grp_t *g, const void *in,
-			void *out, int count, MPI_Datatype t, MPI_Op op)
+static void g_allreduce(sched_t *s, const grp_t *g, const void *in, void *out,
+			int count, MPI_Datatype t, MPI_Op op)
 {
 	int n = g->n, r = g->me, p2 = 1, logp = 0;
 	while (p2 * 2 <= n) {
@@ -197,7 +196,7 @@ static const hier_t *hier_of(comm_t *c)
 		return st == 2 ? c->hier : NULL;
 	int n = c->size;
 	hier_t *h = calloc(1, sizeof(*h));
-	char (*names)[PCOR_HOST_MAX] = malloc(n * sizeof(*names));
+	char(*names)[PCOR_HOST_MAX] = malloc(n * sizeof(*names));
 	if (h) {
 		h->lead = malloc(n * sizeof(int));
 		h->host = malloc(n * sizeof(int));
@@ -239,8 +238,7 @@ static const hier_t *hier_of(comm_t *c)
 }
 
 /* Our host's ranks, and the leaders (one per host), as groups. */
-static void groups(const comm_t *c, const hier_t *h, grp_t *loc,
-		   grp_t *lead)
+static void groups(const comm_t *c, const hier_t *h, grp_t *loc, grp_t *lead)
 {
 	*loc = (grp_t){h->local, h->nlocal, h->lidx};
 	*lead = (grp_t){h->lead, h->nhosts,
@@ -298,8 +296,8 @@ void pcori_mpi_b_reduce(sched_t *s, const void *in, void *out, int count,
 	comm_t *c = s->c;
 	const hier_t *h = commutes(op) ? hier_of(c) : NULL;
 	if (!h) {
-		g_reduce(s, &(grp_t){NULL, c->size, c->rank}, in, out, count,
-			 t, op, root);
+		g_reduce(s, &(grp_t){NULL, c->size, c->rank}, in, out, count, t,
+			 op, root);
 		return;
 	}
 	grp_t loc, lg;
@@ -329,8 +327,8 @@ void pcori_mpi_b_allreduce(sched_t *s, const void *in, void *out, int count,
 	comm_t *c = s->c;
 	const hier_t *h = commutes(op) ? hier_of(c) : NULL;
 	if (!h) {
-		g_allreduce(s, &(grp_t){NULL, c->size, c->rank}, in, out,
-			    count, t, op);
+		g_allreduce(s, &(grp_t){NULL, c->size, c->rank}, in, out, count,
+			    t, op);
 		return;
 	}
 	grp_t loc, lg;

@@ -76,8 +76,8 @@ int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info,
 			false, win);
 }
 
-int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info,
-		     MPI_Comm comm, void *baseptr, MPI_Win *win)
+int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+		     void *baseptr, MPI_Win *win)
 {
 	CHECK_INIT("MPI_Win_allocate");
 	(void)info;
@@ -99,8 +99,8 @@ int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win)
 {
 	CHECK_INIT("MPI_Win_create_dynamic");
 	(void)info;
-	return win_make("MPI_Win_create_dynamic", NULL, 0, 1, comm, false,
-			true, win);
+	return win_make("MPI_Win_create_dynamic", NULL, 0, 1, comm, false, true,
+			win);
 }
 
 int MPI_Win_attach(MPI_Win win, void *base, MPI_Aint size)

@@ -8,13 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(c)                                                          \
-	do {                                                              \
-		if (!(c)) {                                               \
-			fprintf(stderr, "rank %d: check failed at %s:%d: %s\n", \
-				rank, __FILE__, __LINE__, #c);            \
-			exit(1);                                          \
-		}                                                         \
+#define CHECK(c)                                                              \
+	do {                                                                  \
+		if (!(c)) {                                                   \
+			fprintf(stderr,                                       \
+				"rank %d: check failed at %s:%d: %s\n", rank, \
+				__FILE__, __LINE__, #c);                      \
+			exit(1);                                              \
+		}                                                             \
 	} while (0)
 #define OK(call) CHECK((call) == MPI_SUCCESS)
 

@@ -31,7 +31,6 @@ static int rank, size, next, prev;
 
 #include "mpi_check.h"
 
-
 /* Upper bound of polling loops: far beyond any real wait, never hit. */
 #define SPINS 200000000L
 
@@ -48,19 +47,19 @@ static void test_dtype(void)
 	MPI_Datatype column;
 	OK(MPI_Type_vector(4, 1, 5, MPI_INT, &column));
 	OK(MPI_Type_commit(&column));
-	OK(MPI_Sendrecv(&m[0][2], 1, column, next, 1, col, 4, MPI_INT, prev,
-			1, MPI_COMM_WORLD, &st));
+	OK(MPI_Sendrecv(&m[0][2], 1, column, next, 1, col, 4, MPI_INT, prev, 1,
+			MPI_COMM_WORLD, &st));
 	for (int i = 0; i < 4; i++)
 		CHECK(col[i] == prev * 100 + i * 10 + 2);
 	/* ... and received into a column: the rest stays as it was. */
 	int back[4][5];
 	memset(back, 0xff, sizeof(back));
-	OK(MPI_Sendrecv(col, 4, MPI_INT, prev, 2, &back[0][3], 1, column,
-			next, 2, MPI_COMM_WORLD, &st));
+	OK(MPI_Sendrecv(col, 4, MPI_INT, prev, 2, &back[0][3], 1, column, next,
+			2, MPI_COMM_WORLD, &st));
 	for (int i = 0; i < 4; i++)
 		for (int j = 0; j < 5; j++)
-			CHECK(back[i][j] == (j == 3 ? rank * 100 + i * 10 + 2
-						    : -1));
+			CHECK(back[i][j] ==
+			      (j == 3 ? rank * 100 + i * 10 + 2 : -1));
 	int sz;
 	MPI_Aint lb, ext;
 	OK(MPI_Type_size(column, &sz));
@@ -128,7 +127,11 @@ static void test_dtype(void)
 	CHECK(cnt == 5 && got[4] == prev * 1000 + 4);
 
 	/* A struct, resized to its C size, two of them at once. */
-	struct rec { int a; double b; char c[3]; } out[2], in[2];
+	struct rec {
+		int a;
+		double b;
+		char c[3];
+	} out[2], in[2];
 	memset(in, 0, sizeof(in));
 	for (int i = 0; i < 2; i++) {
 		out[i].a = rank + i;
@@ -195,8 +198,7 @@ static void test_dtype(void)
 	MPI_Datatype raw;
 	OK(MPI_Type_contiguous(2, MPI_INT, &raw));
 	OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-	CHECK(MPI_Send(src, 1, raw, rank, 0, MPI_COMM_WORLD) ==
-	      MPI_ERR_TYPE);
+	CHECK(MPI_Send(src, 1, raw, rank, 0, MPI_COMM_WORLD) == MPI_ERR_TYPE);
 	CHECK(MPI_Type_free(&(MPI_Datatype){MPI_INT}) == MPI_ERR_TYPE);
 	MPI_Datatype gone = column;
 	OK(MPI_Type_free(&column));
@@ -368,8 +370,8 @@ static void test_modes(void)
 	MPI_Datatype col;
 	OK(MPI_Type_vector(3, 1, 2, MPI_INT, &col));
 	OK(MPI_Type_commit(&col));
-	OK(MPI_Sendrecv_replace(m, 1, col, next, 13, prev, 13,
-				MPI_COMM_WORLD, &st));
+	OK(MPI_Sendrecv_replace(m, 1, col, next, 13, prev, 13, MPI_COMM_WORLD,
+				&st));
 	for (int i = 0; i < 3; i++)
 		CHECK(m[i][0] == prev + i && m[i][1] == 0);
 	CHECK(st.MPI_SOURCE == prev && st.MPI_TAG == 13);
@@ -499,14 +501,13 @@ static void test_nbc(void)
 	int mine = -1;
 	/* Six collectives in flight at once, completed in any order. */
 	OK(MPI_Ibcast(bc, N, MPI_INT, size - 1, MPI_COMM_WORLD, &q[0]));
-	OK(MPI_Iallreduce(ar, sum, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
-			  &q[1]));
+	OK(MPI_Iallreduce(ar, sum, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &q[1]));
 	OK(MPI_Ireduce(&rank, &mx, 1, MPI_INT, MPI_MAX, root, MPI_COMM_WORLD,
 		       &q[2]));
-	OK(MPI_Igather(&rank, 1, MPI_INT, ga, 1, MPI_INT, root,
-		       MPI_COMM_WORLD, &q[3]));
-	OK(MPI_Iscatter(sc, 1, MPI_INT, &mine, 1, MPI_INT, root,
-			MPI_COMM_WORLD, &q[4]));
+	OK(MPI_Igather(&rank, 1, MPI_INT, ga, 1, MPI_INT, root, MPI_COMM_WORLD,
+		       &q[3]));
+	OK(MPI_Iscatter(sc, 1, MPI_INT, &mine, 1, MPI_INT, root, MPI_COMM_WORLD,
+			&q[4]));
 	OK(MPI_Ialltoall(a2, 1, MPI_INT, a2r, 1, MPI_INT, MPI_COMM_WORLD,
 			 &q[5]));
 	int left = 6, idx;
@@ -539,8 +540,7 @@ static void test_nbc(void)
 
 	/* Non-power-of-two sizes, in place, and a scan, in a row. */
 	int v[3] = {rank, 1, rank * rank}, pre[3];
-	OK(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_SUM,
-			 MPI_COMM_WORLD));
+	OK(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
 	CHECK(v[0] == size * (size - 1) / 2 && v[1] == size);
 	OK(MPI_Scan(&rank, pre, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
 	CHECK(pre[0] == rank * (rank + 1) / 2);
@@ -559,7 +559,8 @@ static void test_nbc(void)
 static void test_nbcv(void)
 {
 	/* Rank r contributes r + 1 ints; the v forms, nonblocking. */
-	int *cnt = malloc(size * sizeof(int)), *dsp = malloc(size * sizeof(int));
+	int *cnt = malloc(size * sizeof(int)),
+	    *dsp = malloc(size * sizeof(int));
 	CHECK(cnt && dsp);
 	int total = 0;
 	for (int r = 0; r < size; r++) {
@@ -568,8 +569,10 @@ static void test_nbcv(void)
 		total += r + 1;
 	}
 	int *mine = malloc((rank + 1) * sizeof(int));
-	int *all = malloc(total * sizeof(int)), *gv = malloc(total * sizeof(int));
-	int *sv = malloc(total * sizeof(int)), *back = malloc((rank + 1) * sizeof(int));
+	int *all = malloc(total * sizeof(int)),
+	    *gv = malloc(total * sizeof(int));
+	int *sv = malloc(total * sizeof(int)),
+	    *back = malloc((rank + 1) * sizeof(int));
 	CHECK(mine && all && gv && sv && back);
 	for (int k = 0; k <= rank; k++)
 		mine[k] = rank * 100 + k;
@@ -601,8 +604,10 @@ static void test_nbcv(void)
 		CHECK(back[k] == dsp[rank] + k);
 	CHECK(rso == size * (size - 1) / 2 + size * rank);
 	/* Ialltoallv: rank r sends r + 1 copies of its rank to everyone. */
-	int *scnt = malloc(size * sizeof(int)), *sdsp = malloc(size * sizeof(int));
-	int *rcnt = malloc(size * sizeof(int)), *rdsp = malloc(size * sizeof(int));
+	int *scnt = malloc(size * sizeof(int)),
+	    *sdsp = malloc(size * sizeof(int));
+	int *rcnt = malloc(size * sizeof(int)),
+	    *rdsp = malloc(size * sizeof(int));
 	int *sb = malloc(size * (rank + 1) * sizeof(int));
 	int *rb = malloc(total * sizeof(int));
 	CHECK(scnt && sdsp && rcnt && rdsp && sb && rb);
@@ -773,13 +778,12 @@ static void test_nbr(void)
 	OK(MPI_Comm_free(&line));
 
 	/* A graph: everyone hears from the previous two ranks. */
-	int srcs[2] = {prev, (rank - 2 + 2 * size) % size}, dsts[2] = {
-		next, (rank + 2) % size};
+	int srcs[2] = {prev, (rank - 2 + 2 * size) % size},
+	    dsts[2] = {next, (rank + 2) % size};
 	MPI_Comm g;
-	OK(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 2, srcs,
-					  MPI_UNWEIGHTED, 2, dsts,
-					  MPI_UNWEIGHTED, MPI_INFO_NULL, 0,
-					  &g));
+	OK(MPI_Dist_graph_create_adjacent(
+	    MPI_COMM_WORLD, 2, srcs, MPI_UNWEIGHTED, 2, dsts, MPI_UNWEIGHTED,
+	    MPI_INFO_NULL, 0, &g));
 	int cnt[2] = {1, 2}, dsp[2] = {0, 1}, got[3] = {-1, -1, -1};
 	int mine[2] = {rank, rank};
 	/* Every rank sends 1 int: with counts 1 and 2 only the first fits,
@@ -789,8 +793,8 @@ static void test_nbr(void)
 	CHECK(got[0] == srcs[0] && got[1] == srcs[1]);
 	int so[2] = {rank * 100 + 1, rank * 100 + 2}, ro[2] = {-1, -1};
 	int c1[2] = {1, 1}, d1[2] = {0, 1};
-	OK(MPI_Ineighbor_alltoallv(so, c1, d1, MPI_INT, ro, c1, d1, MPI_INT,
-				   g, &q));
+	OK(MPI_Ineighbor_alltoallv(so, c1, d1, MPI_INT, ro, c1, d1, MPI_INT, g,
+				   &q));
 	OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
 	/* Our first source sent us its first block, the second its second. */
 	CHECK(ro[0] == srcs[0] * 100 + 1 && ro[1] == srcs[1] * 100 + 2);
@@ -875,15 +879,15 @@ static void test_hosts(void)
 			       MPI_INFO_NULL, &node));
 	OK(MPI_Comm_rank(node, &nr));
 	int lead = nr == 0;
-	OK(MPI_Allreduce(&lead, &leaders, 1, MPI_INT, MPI_SUM,
-			 MPI_COMM_WORLD));
+	OK(MPI_Allreduce(&lead, &leaders, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
 	CHECK(want_hosts == 0 || leaders == want_hosts);
 	OK(MPI_Comm_free(&node));
 	by_host(MPI_COMM_WORLD);
 	/* Without the last rank: hosts with different numbers of ranks. */
 	MPI_Comm part;
-	OK(MPI_Comm_split(MPI_COMM_WORLD, rank == size - 1 && size > 1 ?
-			  MPI_UNDEFINED : 0, rank, &part));
+	OK(MPI_Comm_split(MPI_COMM_WORLD,
+			  rank == size - 1 && size > 1 ? MPI_UNDEFINED : 0,
+			  rank, &part));
 	if (part != MPI_COMM_NULL) {
 		by_host(part);
 		OK(MPI_Comm_free(&part));
@@ -961,12 +965,11 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		void (*fn)(void);
-	} cases[] = {{"dtype", test_dtype}, {"group", test_group},
-		     {"modes", test_modes}, {"reqs", test_reqs},
-		     {"nbc", test_nbc},     {"nbcv", test_nbcv},
-		     {"env", test_env},     {"topo", test_topo},
-		     {"win", test_win},     {"nbr", test_nbr},
-		     {"hosts", test_hosts}};
+	} cases[] = {
+	    {"dtype", test_dtype}, {"group", test_group}, {"modes", test_modes},
+	    {"reqs", test_reqs},   {"nbc", test_nbc},	  {"nbcv", test_nbcv},
+	    {"env", test_env},	   {"topo", test_topo},	  {"win", test_win},
+	    {"nbr", test_nbr},	   {"hosts", test_hosts}};
 	int ran = 0;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		if (all || !strcmp(c, cases[i].name)) {

@@ -20,14 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NT 3
+#define NT    3
 #define ITERS 200
 
 static int rank, size, next, prev;
 
 #include "mpi_check.h"
 static MPI_Comm comms[NT], pipe_comm;
-
 
 static void *worker(void *arg)
 {
