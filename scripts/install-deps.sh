@@ -15,6 +15,8 @@ pkgs=(
   clang libclang-rt-14-dev
   # benchmark plots
   gnuplot-nox
+  # map viewer: JPEG tiles, PNG output, web server, browser test
+  libturbojpeg0-dev libpng-dev libmicrohttpd-dev chromium
 )
 
 missing=()

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Map viewer tests: run.sh CASE MAPVIEWER PCORRUN
+#   loaders   imgTLoader and imgCLoader (in-process daemon, recvCopy and
+#             recvDMA) give the same pixels for several regions and scales
+#   pcorrun   the same through 2 daemon processes started by pcorrun
+#   missing   a missing and a corrupt tile: placeholders, the log names
+#             them, the render completes (exit 3)
+#   dkill     a daemon dies mid-render: its tiles come from the replica,
+#             pixels equal; with no replica, placeholders
+# Exit 0 pass, 1 fail, 77 skip.
+set -u
+case_=$1 mv=$2 pcorrun=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+# Every step is bounded: a hang is a failure, not a stuck suite.
+run() { timeout -k 5 120 "$@"; }
+
+run "$mv" gen --map "$tmp/map" --grid 3x4 --threads 2 >/dev/null ||
+	fail "gen"
+[ -f "$tmp/map/map.txt" ] || fail "no manifest"
+[ "$(ls "$tmp/map/tiles" | wc -l)" -eq 12 ] || fail "not 12 tiles"
+
+# region window: full map, 1:1, 1:2, 1:5 (odd size), zoom in 2x, 1:8
+regions=("0,0,1920,1920 600x600" "100,50,600,600 600x600"
+	 "300,700,1200,900 600x450" "0,0,1920,1920 384x384"
+	 "650,470,300,300 600x600" "0,0,1920,1920 240x240")
+
+ref() { # ref I: the imgTLoader render of region I
+	set -- ${regions[$1]}
+	[ -f "$tmp/ref$I.png" ] || run "$mv" render --map "$tmp/map" \
+		--region "$1" --window "$2" -o "$tmp/ref$I.png" >/dev/null ||
+		fail "tloader render $1"
+}
+
+case $case_ in
+loaders)
+	for I in "${!regions[@]}"; do
+		ref "$I"
+		set -- ${regions[$I]}
+		for dma in "" --dma; do
+			run "$mv" render --map "$tmp/map" --loader c $dma \
+				--region "$1" --window "$2" -o "$tmp/c.png" \
+				>/dev/null || fail "cloader $dma render $1"
+			run "$mv" cmp "$tmp/ref$I.png" "$tmp/c.png" >/dev/null ||
+				fail "cloader $dma differs on $1 $2"
+		done
+	done
+	# Bad views are refused, with a reason.
+	for bad in "--region 0,0,1921,10" "--region -1,0,10,10" \
+		   "--region 0,0,0,10" "--region 0,0,100,100 --window 0x10" \
+		   "--region 0,0,100,100 --window 5000x10" \
+		   "--region 0,0,10,10 --window 600x600"; do
+		out=$(run "$mv" render --map "$tmp/map" $bad -o "$tmp/x.png" 2>&1)
+		[ $? -eq 2 ] || fail "accepted $bad"
+		echo "$out" | grep -q "mapviewer:" || fail "no reason for $bad"
+	done
+	;;
+pcorrun)
+	for I in "${!regions[@]}"; do ref "$I"; done
+	args=()
+	for I in "${!regions[@]}"; do
+		set -- ${regions[$I]}
+		run "$pcorrun" -n 3 "$mv" render --map "$tmp/map" --loader c \
+			--region "$1" --window "$2" -o "$tmp/p$I.png" >/dev/null ||
+			fail "pcorrun render $1"
+		run "$mv" cmp "$tmp/ref$I.png" "$tmp/p$I.png" ||
+			fail "daemons' render differs on $1 $2"
+	done
+	;;
+missing)
+	I=0; ref 0
+	rm "$tmp/map/tiles/r001_c001.jpg"
+	head -c 300 /dev/urandom > "$tmp/map/tiles/r002_c000.jpg"
+	for l in t c; do
+		out=$(run "$mv" render --map "$tmp/map" --loader $l \
+			--region 0,0,1920,1920 --window 600x600 \
+			-o "$tmp/m$l.png" 2>&1)
+		[ $? -eq 3 ] || fail "loader $l: want exit 3 (placeholders)"
+		echo "$out" | grep -q "r001_c001.jpg" || fail "log misses missing tile"
+		echo "$out" | grep -q "r002_c000.jpg" || fail "log misses corrupt tile"
+		echo "$out" | grep -q "2 placeholder" || fail "no placeholder count"
+		[ -s "$tmp/m$l.png" ] || fail "no image"
+	done
+	run "$mv" cmp "$tmp/mt.png" "$tmp/mc.png" >/dev/null ||
+		fail "placeholders differ between loaders"
+	run "$mv" cmp "$tmp/ref0.png" "$tmp/mt.png" >/dev/null &&
+		fail "placeholders look like the map"
+	;;
+dkill)
+	I=0; ref 0
+	# Two daemons; daemon 0 dies after 2 replies: its other tiles come
+	# from daemon 1, which holds the replicas.
+	out=$(run "$pcorrun" -n 3 --keep-going "$mv" render --map "$tmp/map" \
+		--loader c --die-after 0,2 --timeout-ms 5000 \
+		--region 0,0,1920,1920 --window 600x600 -o "$tmp/k.png" 2>&1)
+	echo "$out" | grep -q "from a replica" || { echo "$out"; fail "no replica used"; }
+	run "$mv" cmp "$tmp/ref0.png" "$tmp/k.png" || fail "replica render differs"
+	# One daemon, no replica: placeholders, and the render completes.
+	out=$(run "$pcorrun" -n 2 --keep-going "$mv" render --map "$tmp/map" \
+		--loader c --die-after 0,2 --timeout-ms 5000 \
+		--region 0,0,1920,1920 --window 600x600 -o "$tmp/k1.png" 2>&1)
+	echo "$out" | grep -q "placeholder" || { echo "$out"; fail "no placeholders"; }
+	echo "$out" | grep -q "marked down" || fail "viewer did not say the daemon is down"
+	[ -s "$tmp/k1.png" ] || fail "no image"
+	;;
+*) echo "unknown case $case_"; exit 2 ;;
+esac
+echo "PASS: $case_"
+exit 0
