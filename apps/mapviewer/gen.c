@@ -43,8 +43,17 @@ static float lattice(uint32_t seed, int32_t x, int32_t y, uint32_t o)
 /* Value noise with a smoothstep fade; wavelength in map pixels. */
 static float vnoise(uint32_t seed, double x, double y, double wl, uint32_t o)
 {
-	/* Each octave is shifted so lattice corners do not line up. */
-	double fx = x / wl + o * 17.31, fy = y / wl + o * 9.73;
+	/* Each octave is turned and shifted, so no lattice lines up with
+	 * the axes or with another octave's (value noise looks blocky
+	 * otherwise). */
+	static const double rot[8][2] = {
+		{ 0.966, 0.259 }, { 0.707, 0.707 }, { 0.259, 0.966 },
+		{ -0.423, 0.906 }, { 0.906, -0.423 }, { 0.574, 0.819 },
+		{ -0.819, 0.574 }, { 0.996, 0.087 },
+	};
+	double cr = rot[o & 7][0], sn = rot[o & 7][1];
+	double fx = (x * cr - y * sn) / wl + o * 17.31;
+	double fy = (x * sn + y * cr) / wl + o * 9.73;
 	double ix = floor(fx), iy = floor(fy);
 	float tx = (float)(fx - ix), ty = (float)(fy - iy);
 	int32_t xi = (int32_t)ix, yi = (int32_t)iy;
@@ -176,7 +185,7 @@ static int gen_tile(const mv_map_t *m, int tx, int ty)
 			float d = c[(cj + 1) * cw + ci], e = c[(cj + 1) * cw + ci + 1];
 			float v = (a + (b - a) * fx) * (1 - fy) +
 				  (d + (e - d) * fx) * fy;
-			v += 0.03f * (vnoise(m->seed, x0 + i, y0 + j, 40, 7) - 0.5f);
+			v += 0.012f * (vnoise(m->seed, x0 + i, y0 + j, 40, 7) - 0.5f);
 			hm[j * (w + 1) + i] = stretch(v);
 		}
 	const float lx = -0.57f, ly = -0.57f, lz = 0.59f;

@@ -133,6 +133,29 @@ int mv_png_write(const mv_image_t *im, const char *path)
 	return 0;
 }
 
+int mv_png_encode(const mv_image_t *im, uint8_t **buf_p, size_t *len_p)
+{
+	png_image p;
+	memset(&p, 0, sizeof(p));
+	p.version = PNG_IMAGE_VERSION;
+	p.width = (png_uint_32)im->w;
+	p.height = (png_uint_32)im->h;
+	p.format = PNG_FORMAT_RGB;
+	png_alloc_size_t len = 0;
+	if (!png_image_write_to_memory(&p, NULL, &len, 0, im->px, 0, NULL))
+		return -EIO;
+	uint8_t *buf = malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	if (!png_image_write_to_memory(&p, buf, &len, 0, im->px, 0, NULL)) {
+		free(buf);
+		return -EIO;
+	}
+	*buf_p = buf;
+	*len_p = len;
+	return 0;
+}
+
 int mv_image_read_png(const char *path, mv_image_t *out)
 {
 	png_image p;

@@ -48,6 +48,8 @@ int mv_jpeg_encode(const mv_image_t *im, int quality, uint8_t **buf_p,
 		   size_t *len_p);
 void mv_jpeg_buf_free(uint8_t *buf);
 int mv_png_write(const mv_image_t *im, const char *path);
+/* PNG bytes in memory; *buf_p is freed with free(). */
+int mv_png_encode(const mv_image_t *im, uint8_t **buf_p, size_t *len_p);
 /* Write .png or .jpg by the file name's ending. */
 int mv_image_write(const mv_image_t *im, const char *path);
 int mv_image_read_png(const char *path, mv_image_t *out);
