@@ -254,6 +254,8 @@ static int cmd_render(const opts_t *o, const mv_map_t *m, mv_loader_t *l)
 			worst = render_one(l, m, o->reg[i], o->ww, o->wh, o->out,
 					   csv, o->repeat, o->threads);
 	} else {
+		printf("loader     region       size        tiles  scale    "
+		       "output      time\n");
 		/* Regions from the map's top-left corner, each s times the
 		 * window, clipped to the map. */
 		for (int i = 0; i < 7; i++) {
