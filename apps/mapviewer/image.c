@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <png.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,33 +67,57 @@ out:
 	return rc;
 }
 
+/* One decompressor per thread, kept for the thread's life: setting one
+ * up costs about as much as decoding a tile at 1/8. */
+static pthread_key_t dec_key;
+static pthread_once_t dec_once = PTHREAD_ONCE_INIT;
+
+static void dec_free(void *tj)
+{
+	tjDestroy(tj);
+}
+
+static void dec_key_init(void)
+{
+	if (pthread_key_create(&dec_key, dec_free) != 0)
+		abort(); /* only when the process is out of keys at start */
+}
+
+static tjhandle decoder(void)
+{
+	pthread_once(&dec_once, dec_key_init);
+	tjhandle tj = pthread_getspecific(dec_key);
+	if (!tj && (tj = tjInitDecompress()) &&
+	    pthread_setspecific(dec_key, tj) != 0) {
+		tjDestroy(tj);
+		tj = NULL;
+	}
+	return tj;
+}
+
 int mv_jpeg_decode(const uint8_t *jpg, size_t len, int denom, mv_image_t *out)
 {
-	tjhandle tj = tjInitDecompress();
+	tjhandle tj = decoder();
 	if (!tj)
 		return -ENOMEM;
-	int w, h, sub, cs, rc = -EBADMSG;
+	int w, h, sub, cs;
 	if (tjDecompressHeader3(tj, jpg, (unsigned long)len, &w, &h, &sub,
 				&cs) != 0)
-		goto out;
+		return -EBADMSG;
 	tjscalingfactor sf = { 1, denom };
 	int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
-	rc = mv_image_alloc(out, sw, sh);
+	int rc = mv_image_alloc(out, sw, sh);
 	if (rc)
-		goto out;
+		return rc;
 	/* A truncated or damaged file may still decode partly: only a
 	 * fatal error counts, a warning keeps the pixels. */
 	if (tjDecompress2(tj, jpg, (unsigned long)len, out->px, sw, 0, sh,
 			  TJPF_RGB, 0) != 0 &&
 	    tjGetErrorCode(tj) == TJERR_FATAL) {
 		mv_image_free(out);
-		rc = -EBADMSG;
-		goto out;
+		return -EBADMSG;
 	}
-	rc = 0;
-out:
-	tjDestroy(tj);
-	return rc;
+	return 0;
 }
 
 int mv_jpeg_encode(const mv_image_t *im, int quality, uint8_t **buf_p,
