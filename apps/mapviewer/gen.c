@@ -35,33 +35,41 @@ static uint32_t hash3(uint32_t seed, int32_t x, int32_t y, uint32_t o)
 	return h;
 }
 
-static float lattice(uint32_t seed, int32_t x, int32_t y, uint32_t o)
+/* The gradient at a lattice corner: one of 16 unit directions. */
+static float corner(uint32_t seed, int32_t xi, int32_t yi, uint32_t o,
+		    float dx, float dy)
 {
-	return (float)(hash3(seed, x, y, o) >> 8) * (1.0f / 16777216.0f);
+	static const float dir[16][2] = {
+		{ 1.000f, 0.000f },  { 0.924f, 0.383f },  { 0.707f, 0.707f },
+		{ 0.383f, 0.924f },  { 0.000f, 1.000f },  { -0.383f, 0.924f },
+		{ -0.707f, 0.707f }, { -0.924f, 0.383f }, { -1.000f, 0.000f },
+		{ -0.924f, -0.383f }, { -0.707f, -0.707f }, { -0.383f, -0.924f },
+		{ 0.000f, -1.000f }, { 0.383f, -0.924f }, { 0.707f, -0.707f },
+		{ 0.924f, -0.383f },
+	};
+	const float *g = dir[hash3(seed, xi, yi, o) >> 28];
+	return g[0] * dx + g[1] * dy;
 }
 
-/* Value noise with a smoothstep fade; wavelength in map pixels. */
+/*
+ * Gradient noise (value noise shows its square lattice in the hill
+ * shading), in about [0, 1]; wavelength in map pixels.
+ */
 static float vnoise(uint32_t seed, double x, double y, double wl, uint32_t o)
 {
-	/* Each octave is turned and shifted, so no lattice lines up with
-	 * the axes or with another octave's (value noise looks blocky
-	 * otherwise). */
-	static const double rot[8][2] = {
-		{ 0.966, 0.259 }, { 0.707, 0.707 }, { 0.259, 0.966 },
-		{ -0.423, 0.906 }, { 0.906, -0.423 }, { 0.574, 0.819 },
-		{ -0.819, 0.574 }, { 0.996, 0.087 },
-	};
-	double cr = rot[o & 7][0], sn = rot[o & 7][1];
-	double fx = (x * cr - y * sn) / wl + o * 17.31;
-	double fy = (x * sn + y * cr) / wl + o * 9.73;
+	/* Each octave is shifted so the lattices of octaves do not meet. */
+	double fx = x / wl + o * 17.31, fy = y / wl + o * 9.73;
 	double ix = floor(fx), iy = floor(fy);
-	float tx = (float)(fx - ix), ty = (float)(fy - iy);
+	float px = (float)(fx - ix), py = (float)(fy - iy);
 	int32_t xi = (int32_t)ix, yi = (int32_t)iy;
-	tx = tx * tx * tx * (tx * (tx * 6 - 15) + 10);
-	ty = ty * ty * ty * (ty * (ty * 6 - 15) + 10);
-	float a = lattice(seed, xi, yi, o), b = lattice(seed, xi + 1, yi, o);
-	float c = lattice(seed, xi, yi + 1, o), d = lattice(seed, xi + 1, yi + 1, o);
-	return (a + (b - a) * tx) + ((c + (d - c) * tx) - (a + (b - a) * tx)) * ty;
+	float tx = px * px * px * (px * (px * 6 - 15) + 10);
+	float ty = py * py * py * (py * (py * 6 - 15) + 10);
+	float a = corner(seed, xi, yi, o, px, py);
+	float b = corner(seed, xi + 1, yi, o, px - 1, py);
+	float c = corner(seed, xi, yi + 1, o, px, py - 1);
+	float d = corner(seed, xi + 1, yi + 1, o, px - 1, py - 1);
+	float ab = a + (b - a) * tx, cd = c + (d - c) * tx;
+	return 0.5f + 0.8f * (ab + (cd - ab) * ty);
 }
 
 /* The coarse octaves (wavelengths 3200 .. 100), in about [0, 1]. */
