@@ -5,6 +5,8 @@
 #   pcorrun   the same through 2 daemon processes started by pcorrun
 #   missing   a missing and a corrupt tile: placeholders, the log names
 #             them, the render completes (exit 3)
+#   share     generation by shares (gen --share, gen under pcorrun) makes
+#             the same tiles, byte for byte, each share only its own
 #   dkill     a daemon dies mid-render: its tiles come from the replica,
 #             pixels equal; with no replica, placeholders
 # Exit 0 pass, 1 fail, 77 skip.
@@ -86,6 +88,25 @@ missing)
 		fail "placeholders differ between loaders"
 	run "$mv" cmp "$tmp/ref0.png" "$tmp/mt.png" >/dev/null &&
 		fail "placeholders look like the map"
+	;;
+share)
+	# Share 0 of 3 holds the tiles daemon 0 owns and those it keeps for
+	# daemon 2 (its replica).
+	run "$mv" gen --map "$tmp/s0" --grid 3x4 --seed 5 --share 0/3 \
+		--threads 2 >/dev/null || fail "gen --share"
+	n=$(ls "$tmp/s0/tiles" | wc -l)
+	[ "$n" -gt 0 ] && [ "$n" -lt 12 ] || fail "share 0/3 made $n of 12 tiles"
+	for f in "$tmp"/s0/tiles/*; do
+		cmp -s "$f" "$tmp/map/tiles/$(basename "$f")" ||
+			fail "$(basename "$f") differs from the whole map's"
+	done
+	# Two processes, each its share: together the whole map.
+	run "$pcorrun" -n 2 "$mv" gen --map "$tmp/s2" --grid 3x4 --seed 5 \
+		--threads 2 >/dev/null || fail "gen under pcorrun"
+	for f in "$tmp"/map/tiles/*; do
+		cmp -s "$f" "$tmp/s2/tiles/$(basename "$f")" ||
+			fail "$(basename "$f") missing or different"
+	done
 	;;
 dkill)
 	I=0; ref 0
