@@ -32,7 +32,7 @@ typedef struct opts {
 	int ww, wh;
 	char loader;
 	int dma, timeout_ms, repeat, paper, port, seconds, workers;
-	int die_daemon, die_after;
+	int die_daemon, die_after, hosts;
 } opts_t;
 
 /* The paper's seven regions of the 9600x9600 map into 600x600. */
@@ -49,6 +49,7 @@ static void usage(FILE *f)
 "       mapviewer serve  [--map DIR] [--port P] [--seconds N] [--loader t|c]\n"
 "       mapviewer cmp A.png B.png [TOL]\n"
 "options common to all: --workers N (threads per daemon),\n"
+"  --hosts (print where the viewer and each daemon run),\n"
 "  --die-after K,N (tests: daemon K exits after N replies)\n"
 "Under pcorrun -n N, processes 1..N-1 are the daemons.  Output is .png or .jpg.\n");
 }
@@ -81,6 +82,9 @@ static int parse(int argc, char **argv, opts_t *o)
 			used = 0;
 		} else if (strcmp(a, "--dma") == 0) {
 			o->dma = 1;
+			used = 0;
+		} else if (strcmp(a, "--hosts") == 0) {
+			o->hosts = 1;
 			used = 0;
 		} else if (strcmp(a, "--paper") == 0) {
 			o->paper = 1;
@@ -320,6 +324,22 @@ out:
 	return ret;
 }
 
+/* Where the viewer and each daemon run (the directory's host identity). */
+static void print_hosts(int nd)
+{
+	pcor_proc_info_t pi;
+	if (pcor_proc_info(pcor_self_pid(), &pi) == PCOR_OK)
+		printf("viewer: pid %d on host %s\n", pi.pid, pi.host);
+	for (int k = 0; k < nd; k++) {
+		char name[32];
+		int pid, thid;
+		snprintf(name, sizeof(name), "mapd/%d", k);
+		if (pcor_name_lookup(name, 0, &pid, &thid) == PCOR_OK &&
+		    pcor_proc_info(pid, &pi) == PCOR_OK)
+			printf("daemon %d: pid %d on host %s\n", k, pid, pi.host);
+	}
+}
+
 typedef struct local_daemon {
 	const mv_map_t *m;
 	mv_daemon_opts_t o;
@@ -406,6 +426,8 @@ int main(int argc, char **argv)
 			ret = mv_serve(&m, l, o.port, o.seconds) ? 1 : 0;
 		l->destroy(l);
 	}
+	if (o.hosts && o.loader == 'c')
+		print_hosts(nd);
 	if (o.loader == 'c')
 		mv_daemons_quit(nd);
 	if (dthid >= 0)

@@ -7,13 +7,25 @@
 #             them, the render completes (exit 3)
 #   share     generation by shares (gen --share, gen under pcorrun) makes
 #             the same tiles, byte for byte, each share only its own
+#   netns     viewer and two daemons on three emulated hosts (network
+#             namespaces on a bridge, tiles over tcp): same pixels
 #   dkill     a daemon dies mid-render: its tiles come from the replica,
 #             pixels equal; with no replica, placeholders
 # Exit 0 pass, 1 fail, 77 skip.
 set -u
 case_=$1 mv=$2 pcorrun=$3
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+namespaces=()
+cleanup() {
+	# Whatever still runs in our namespaces ends with them.
+	for ns in "${namespaces[@]}"; do
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+		ip netns del "$ns" 2>/dev/null
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
 fail() { echo "FAIL: $*"; exit 1; }
 # Output kept in a variable must not hide a sanitizer's report.
 clean() { ! grep -qE "Sanitizer|runtime error" <<< "$1" || { echo "$1"; fail "sanitizer report"; }; }
@@ -110,6 +122,47 @@ share)
 	for f in "$tmp"/map/tiles/*; do
 		cmp -s "$f" "$tmp/s2/tiles/$(basename "$f")" ||
 			fail "$(basename "$f") missing or different"
+	done
+	;;
+netns)
+	command -v ip >/dev/null || { echo "SKIP: no ip"; exit 77; }
+	tag="mv$$"
+	ip netns add "${tag}ctl" 2>/dev/null ||
+		{ echo "SKIP: cannot create network namespaces"; exit 77; }
+	namespaces+=("${tag}ctl")
+	net="10.214.$(( $$ % 250 + 1 ))"
+	ip -n "${tag}ctl" link set lo up
+	ip -n "${tag}ctl" link add br0 type bridge || fail "no bridge support"
+	ip -n "${tag}ctl" addr add "$net.1/24" dev br0
+	ip -n "${tag}ctl" link set br0 up
+	hosts=()
+	for i in 1 2 3; do
+		ns="${tag}h$i"
+		ip netns add "$ns" || fail "ip netns add $ns"
+		namespaces+=("$ns")
+		hosts+=("$ns")
+		ip -n "$ns" link set lo up
+		ip -n "${tag}ctl" link add "v$i" type veth peer name eth0 \
+			netns "$ns" || fail "no veth support"
+		ip -n "${tag}ctl" link set "v$i" master br0 up
+		ip -n "$ns" addr add "$net.$((i + 1))/24" dev eth0
+		ip -n "$ns" link set eth0 up
+	done
+	hostlist=$(IFS=,; echo "${hosts[*]}")
+	for I in 0 2; do
+		ref "$I"
+		set -- ${regions[$I]}
+		out=$(run ip netns exec "${tag}ctl" "$pcorrun" -n 3 -H "$hostlist" \
+			--rsh "ip netns exec %h" --agent-if "$net.1" "$mv" render \
+			--map "$tmp/map" --loader c --region "$1" --window "$2" \
+			--hosts -o "$tmp/n$I.png" 2>&1) || { echo "$out"; fail "render on 3 hosts"; }
+		clean "$out"
+		# Three processes, three different hosts.
+		[ "$(grep -E "^(viewer|daemon [01]): .* on host " <<< "$out" |
+			sed 's/.* on host //' | sort -u | wc -l)" -eq 3 ] ||
+			{ echo "$out"; fail "not on three hosts"; }
+		run "$mv" cmp "$tmp/ref$I.png" "$tmp/n$I.png" ||
+			fail "3-host render differs on $1 $2"
 	done
 	;;
 dkill)
