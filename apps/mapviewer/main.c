@@ -26,6 +26,8 @@
 
 typedef struct opts {
 	const char *cmd, *map, *out, *csv;
+	const char *outs[MAXREG]; /* -o per --region, in order */
+	int nout, wins[MAXREG][2], nwin; /* --window per --region */
 	int cols, rows, threads, share, nshare, force;
 	unsigned seed;
 	int nreg, reg[MAXREG][4];
@@ -44,6 +46,7 @@ static void usage(FILE *f)
 "usage: mapviewer gen    [--map DIR] [--grid CxR] [--seed N] [--threads N]\n"
 "                        [--share K/N] [--force]\n"
 "       mapviewer render [--map DIR] --region X,Y,W,H [--window WxH] -o FILE\n"
+"                        (repeat the three for more views in one run)\n"
 "                        [--loader t|c] [--threads N] [--dma] [--timeout-ms N]\n"
 "       mapviewer render [--map DIR] --paper -o DIR [--repeat N] [--csv FILE]\n"
 "       mapviewer serve  [--map DIR] [--port P] [--seconds N] [--loader t|c]\n"
@@ -95,7 +98,9 @@ static int parse(int argc, char **argv, opts_t *o)
 		} else if (strcmp(a, "--map") == 0) {
 			o->map = v;
 		} else if (strcmp(a, "-o") == 0) {
-			o->out = v;
+			if (o->nout == MAXREG)
+				goto bad;
+			o->out = o->outs[o->nout++] = v;
 		} else if (strcmp(a, "--csv") == 0) {
 			o->csv = v;
 		} else if (strcmp(a, "--grid") == 0) {
@@ -117,8 +122,11 @@ static int parse(int argc, char **argv, opts_t *o)
 			if (sscanf(v, "%d,%d,%d,%d", &r[0], &r[1], &r[2], &r[3]) != 4)
 				goto bad;
 		} else if (strcmp(a, "--window") == 0) {
-			if (sscanf(v, "%dx%d", &o->ww, &o->wh) != 2)
+			if (o->nwin == MAXREG ||
+			    sscanf(v, "%dx%d", &o->ww, &o->wh) != 2)
 				goto bad;
+			o->wins[o->nwin][0] = o->ww;
+			o->wins[o->nwin++][1] = o->wh;
 		} else if (strcmp(a, "--loader") == 0) {
 			o->loader = v[0];
 			if ((v[0] != 't' && v[0] != 'c') || v[1])
@@ -254,9 +262,16 @@ static int cmd_render(const opts_t *o, const mv_map_t *m, mv_loader_t *l)
 	}
 	int worst = 0;
 	if (!o->paper) {
-		for (int i = 0; i < o->nreg && !worst; i++)
-			worst = render_one(l, m, o->reg[i], o->ww, o->wh, o->out,
-					   csv, o->repeat, o->threads);
+		/* The i-th --window and -o go with the i-th --region; the
+		 * last one given serves the regions after it. */
+		for (int i = 0; i < o->nreg && !worst; i++) {
+			int w = i < o->nwin ? i : o->nwin - 1;
+			int f = i < o->nout ? i : o->nout - 1;
+			worst = render_one(l, m, o->reg[i],
+					   w >= 0 ? o->wins[w][0] : o->ww,
+					   w >= 0 ? o->wins[w][1] : o->wh,
+					   o->outs[f], csv, o->repeat, o->threads);
+		}
 	} else {
 		printf("loader     region       size        tiles  scale    "
 		       "output      time\n");

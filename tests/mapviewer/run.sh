@@ -42,25 +42,38 @@ regions=("0,0,1920,1920 600x600" "100,50,600,600 600x600"
 	 "300,700,1200,900 600x450" "0,0,1920,1920 384x384"
 	 "650,470,300,300 600x600" "0,0,1920,1920 240x240")
 
-ref() { # ref I: the imgTLoader render of region I
-	set -- ${regions[$1]}
-	[ -f "$tmp/ref$I.png" ] || run "$mv" render --map "$tmp/map" \
-		--region "$1" --window "$2" -o "$tmp/ref$I.png" >/dev/null ||
-		fail "tloader render $1"
+# views PREFIX: --region/--window/-o arguments for every region, the
+# images named PREFIX0.png, PREFIX1.png...
+views() {
+	local I p=$1
+	for I in "${!regions[@]}"; do
+		set -- ${regions[$I]}
+		printf '%s\n' --region "$1" --window "$2" -o "$tmp/$p$I.png"
+	done
+}
+ref() { # ref I: the imgTLoader renders (all regions, once)
+	[ -f "$tmp/ref$1.png" ] && return
+	mapfile -t a < <(views ref)
+	run "$mv" render --map "$tmp/map" "${a[@]}" >/dev/null ||
+		fail "tloader render"
+}
+# cmp_all PREFIX: every region's PREFIX image equals the reference
+cmp_all() {
+	local I
+	for I in "${!regions[@]}"; do
+		run "$mv" cmp "$tmp/ref$I.png" "$tmp/$1$I.png" >/dev/null ||
+			fail "$1: differs from imgTLoader on ${regions[$I]}"
+	done
 }
 
 case $case_ in
 loaders)
-	for I in "${!regions[@]}"; do
-		ref "$I"
-		set -- ${regions[$I]}
-		for dma in "" --dma; do
-			run "$mv" render --map "$tmp/map" --loader c $dma \
-				--region "$1" --window "$2" -o "$tmp/c.png" \
-				>/dev/null || fail "cloader $dma render $1"
-			run "$mv" cmp "$tmp/ref$I.png" "$tmp/c.png" >/dev/null ||
-				fail "cloader $dma differs on $1 $2"
-		done
+	ref 0
+	for dma in "" --dma; do
+		mapfile -t a < <(views "c$dma")
+		run "$mv" render --map "$tmp/map" --loader c $dma "${a[@]}" \
+			>/dev/null || fail "cloader $dma render"
+		cmp_all "c$dma"
 	done
 	# Bad views are refused, with a reason.
 	for bad in "--region 0,0,1921,10" "--region -1,0,10,10" \
@@ -74,19 +87,17 @@ loaders)
 	done
 	;;
 pcorrun)
-	for I in "${!regions[@]}"; do ref "$I"; done
-	args=()
-	for I in "${!regions[@]}"; do
-		set -- ${regions[$I]}
-		run "$pcorrun" -n 3 "$mv" render --map "$tmp/map" --loader c \
-			--region "$1" --window "$2" -o "$tmp/p$I.png" >/dev/null ||
-			fail "pcorrun render $1"
-		run "$mv" cmp "$tmp/ref$I.png" "$tmp/p$I.png" ||
-			fail "daemons' render differs on $1 $2"
-	done
+	# One application renders every view: a launch per view would cost
+	# more than the views under the sanitizers.
+	ref 0
+	mapfile -t a < <(views p)
+	out=$(run "$pcorrun" -n 3 "$mv" render --map "$tmp/map" --loader c \
+		"${a[@]}" 2>&1) || { echo "$out"; fail "pcorrun render"; }
+	clean "$out"
+	cmp_all p
 	;;
 missing)
-	I=0; ref 0
+	ref 0
 	rm "$tmp/map/tiles/r001_c001.jpg"
 	head -c 300 /dev/urandom > "$tmp/map/tiles/r002_c000.jpg"
 	for l in t c; do
@@ -149,24 +160,21 @@ netns)
 		ip -n "$ns" link set eth0 up
 	done
 	hostlist=$(IFS=,; echo "${hosts[*]}")
-	for I in 0 2; do
-		ref "$I"
-		set -- ${regions[$I]}
-		out=$(run ip netns exec "${tag}ctl" "$pcorrun" -n 3 -H "$hostlist" \
-			--rsh "ip netns exec %h" --agent-if "$net.1" "$mv" render \
-			--map "$tmp/map" --loader c --region "$1" --window "$2" \
-			--hosts -o "$tmp/n$I.png" 2>&1) || { echo "$out"; fail "render on 3 hosts"; }
-		clean "$out"
-		# Three processes, three different hosts.
-		[ "$(grep -E "^(viewer|daemon [01]): .* on host " <<< "$out" |
-			sed 's/.* on host //' | sort -u | wc -l)" -eq 3 ] ||
-			{ echo "$out"; fail "not on three hosts"; }
-		run "$mv" cmp "$tmp/ref$I.png" "$tmp/n$I.png" ||
-			fail "3-host render differs on $1 $2"
-	done
+	ref 0
+	mapfile -t a < <(views n)
+	out=$(run ip netns exec "${tag}ctl" "$pcorrun" -n 3 -H "$hostlist" \
+		--rsh "ip netns exec %h" --agent-if "$net.1" "$mv" render \
+		--map "$tmp/map" --loader c --hosts "${a[@]}" 2>&1) ||
+		{ echo "$out"; fail "render on 3 hosts"; }
+	clean "$out"
+	# Three processes, three different hosts.
+	[ "$(grep -E "^(viewer|daemon [01]): .* on host " <<< "$out" |
+		sed 's/.* on host //' | sort -u | wc -l)" -eq 3 ] ||
+		{ echo "$out"; fail "not on three hosts"; }
+	cmp_all n
 	;;
 dkill)
-	I=0; ref 0
+	ref 0
 	# Two daemons; daemon 0 dies after 2 replies: its other tiles come
 	# from daemon 1, which holds the replicas.
 	out=$(run "$pcorrun" -n 3 --keep-going "$mv" render --map "$tmp/map" \
