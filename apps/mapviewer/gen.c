@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <pcor/pcor.h>
 
@@ -228,7 +229,10 @@ static int gen_tile(const mv_map_t *m, int tx, int ty)
 		goto out;
 	char path[600], tmp[620];
 	mv_tile_path(m, tx, ty, path, sizeof(path));
-	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, tx);
+	/* Processes making overlapping shares may write the same tile at
+	 * once: each writes its own temporary file and renames it. */
+	snprintf(tmp, sizeof(tmp), "%s.%d.%lx.tmp", path, (int)getpid(),
+		 (unsigned long)pthread_self());
 	FILE *f = fopen(tmp, "wb");
 	if (!f) {
 		rc = -errno;

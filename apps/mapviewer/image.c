@@ -100,9 +100,11 @@ int mv_jpeg_decode(const uint8_t *jpg, size_t len, int denom, mv_image_t *out)
 	tjhandle tj = decoder();
 	if (!tj)
 		return -ENOMEM;
-	int w, h, sub, cs;
+	int w = 0, h = 0, sub, cs;
+	/* The header of a damaged file may name any size: a tile is small. */
 	if (tjDecompressHeader3(tj, jpg, (unsigned long)len, &w, &h, &sub,
-				&cs) != 0)
+				&cs) != 0 ||
+	    w < 1 || h < 1 || w > 8 * MV_TILE_W || h > 8 * MV_TILE_H)
 		return -EBADMSG;
 	tjscalingfactor sf = { 1, denom };
 	int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);

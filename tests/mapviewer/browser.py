@@ -163,6 +163,23 @@ def main():
             except urllib.error.HTTPError as e:
                 if e.code != code:
                     fail("%s: HTTP %d, want %d" % (path, e.code, code))
+        # Requests that are not HTTP at all, or too big: 4xx or a closed
+        # connection, and the server still answers afterwards.
+        for raw in [b"GARBAGE\r\n\r\n", b"GET /view?" + b"x" * 200000 +
+                    b" HTTP/1.1\r\nHost: a\r\n\r\n",
+                    b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: -5\r\n\r\n"]:
+            with socket.create_connection(("127.0.0.1", port), STEP) as c:
+                try:
+                    c.sendall(raw)
+                    c.shutdown(socket.SHUT_WR)
+                    answer = c.recv(64)
+                except (ConnectionResetError, BrokenPipeError):
+                    answer = b""
+                if answer and not re.match(rb"HTTP/1\.[01] 4\d\d", answer):
+                    fail("malformed request %r answered %r" % (raw[:20], answer))
+        if urllib.request.urlopen("http://127.0.0.1:%d/map.json" % port,
+                                  timeout=STEP).status != 200:
+            fail("server gone after malformed requests")
         url = ("http://127.0.0.1:%d/#ww=600&wh=600&fmt=png&x=480&y=480&w=960&h=960"
                % port)
         br = subprocess.Popen([chrome, "--headless", "--no-sandbox",
