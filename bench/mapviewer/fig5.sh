@@ -12,6 +12,10 @@
 #            14 pans/zooms): target < 250 ms
 # Writes OUT_DIR/fig5.csv, ratios.csv and fig5.png (gnuplot).  Every time
 # is the best of REPS renders (5; --smoke: 1, on a 3x4 map).
+# NETNS=1 adds imgCLoader rows with the viewer and each daemon on its own
+# emulated host (a network namespace on one bridge; tiles travel over
+# tcp): needs CAP_NET_ADMIN, skipped without.  The hosts still share this
+# machine's cores.
 set -euo pipefail
 smoke=0
 if [ "${1:-}" = --smoke ]; then smoke=1; shift; fi
@@ -28,6 +32,40 @@ fi
 "$mv" gen --map "$map" --grid "$grid" >/dev/null
 # Every run is bounded: a hang fails the benchmark instead of stalling it.
 t() { timeout -k 5 300 "$@"; }
+
+namespaces=()
+cleanup() {
+	for ns in "${namespaces[@]}"; do
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+		ip netns del "$ns" 2>/dev/null
+	done
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+# hosts_up N: N namespaces on a bridge in a control namespace; sets
+# hostlist, ctl and agent (the launcher's address on the bridge).
+hosts_up() {
+	local tag="mvb$$" i ns net="10.215.$(( $$ % 250 + 1 ))"
+	ctl="${tag}ctl" agent="$net.1" hostlist=""
+	ip netns add "$ctl" 2>/dev/null || return 1
+	namespaces+=("$ctl")
+	ip -n "$ctl" link set lo up
+	ip -n "$ctl" link add br0 type bridge || return 1
+	ip -n "$ctl" addr add "$agent/24" dev br0
+	ip -n "$ctl" link set br0 up
+	for i in $(seq 1 "$1"); do
+		ns="${tag}h$i"
+		ip netns add "$ns" || return 1
+		namespaces+=("$ns")
+		ip -n "$ns" link set lo up
+		ip -n "$ctl" link add "v$i" type veth peer name eth0 netns "$ns" ||
+			return 1
+		ip -n "$ctl" link set "v$i" master br0 up
+		ip -n "$ns" addr add "$net.$((i + 1))/24" dev eth0
+		ip -n "$ns" link set eth0 up
+		hostlist="${hostlist:+$hostlist,}$ns"
+	done
+}
 
 csv=$out/fig5.csv
 echo "config,daemons,loader,tiles,region,scale,threads,ms,failed" > "$csv"
@@ -47,6 +85,21 @@ for d in $(seq 1 $maxd); do
 		--paper --repeat "$reps" --csv "$raw" >/dev/null
 	add cloader $d "$raw"
 done
+if [ "${NETNS:-0}" = 1 ] && command -v ip >/dev/null && hosts_up $((maxd + 1)); then
+	for d in $(seq 1 $maxd); do
+		hl=$(cut -d, -f1-$((d + 1)) <<< "$hostlist")
+		t ip netns exec "$ctl" "$pcorrun" -n $((d + 1)) -H "$hl" \
+			--rsh "ip netns exec %h" --agent-if "$agent" "$mv" render \
+			--map "$map" --loader c --paper --repeat "$reps" \
+			--csv "$raw" >/dev/null
+		add cloader-netns $d "$raw"
+	done
+	cleanup
+	namespaces=()
+elif [ "${NETNS:-0}" = 1 ]; then
+	echo "fig5: no network namespaces here; NETNS rows skipped" >&2
+fi
+
 # The ratios: the full map only, the configurations interleaved over
 # ROUNDS rounds (best of each), so a burst of load elsewhere on the machine
 # hits them alike.
@@ -126,6 +179,9 @@ plot="plot '$tmp/t' w lp t 'imgTLoader (thread per tile)', '$tmp/t2' w lp t 'img
 for d in $(seq 1 $maxd); do
 	series cloader $d c$d
 	plot="$plot, '$tmp/c$d' w lp t 'imgCLoader, $d daemon(s)'"
+	series cloader-netns $d n$d
+	[ -s "$tmp/n$d" ] &&
+		plot="$plot, '$tmp/n$d' w lp dt 2 t 'imgCLoader, $d daemon host(s) (netns, tcp)'"
 done
 gnuplot <<EOT
 set terminal pngcairo size 900,600 noenhanced
