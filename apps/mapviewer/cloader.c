@@ -29,7 +29,7 @@ typedef struct cloader {
 	atomic_int down[MAXD];
 	atomic_uint next_id;
 	pthread_mutex_t lock; /* guards orphans and pid/thid resolution */
-	void **orphans;       /* receive buffers a timed-out receive holds */
+	void **orphans;       /* slots of receives left posted (slot_t) */
 	int norphans, corphans;
 } cloader_t;
 
@@ -43,7 +43,32 @@ typedef struct cjob {
 	atomic_int next;
 } cjob_t;
 
-static void orphan(cloader_t *c, void *buf)
+/*
+ * What a posted receive writes into: pcor owns the buffer (recvCopy), the
+ * buffer pointer (recvDMA) and the info until the receive completes, so
+ * they live on the heap, not in the asking thread's stack frame.
+ */
+typedef struct slot {
+	void *buf;
+	pcor_msginfo_t mi;
+	int dma;
+} slot_t;
+
+static void slot_free(slot_t *sl)
+{
+	if (sl->dma)
+		pcor_dma_free(sl->buf); /* NULL is fine */
+	else
+		free(sl->buf);
+	free(sl);
+}
+
+/*
+ * A receive still posted when its thread gives up: its slot is kept until
+ * the loader ends.  By then the thread has ended, which cancels the
+ * receive, so nothing writes into the slot any more.
+ */
+static void orphan(cloader_t *c, slot_t *sl)
 {
 	pthread_mutex_lock(&c->lock);
 	if (c->norphans == c->corphans) {
@@ -57,7 +82,7 @@ static void orphan(cloader_t *c, void *buf)
 		c->orphans = o;
 		c->corphans = nc;
 	}
-	c->orphans[c->norphans++] = buf;
+	c->orphans[c->norphans++] = sl;
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -76,6 +101,15 @@ static int resolve(cloader_t *c, int k)
 	return rc;
 }
 
+static int post(cloader_t *c, int k, slot_t *sl, size_t cap,
+		pcor_handle_t *rh)
+{
+	return sl->dma ? pcor_recv_dma(c->pid[k], PCOR_ANY_THID, MV_TAG_REP,
+				       &sl->buf, &sl->mi, rh) :
+			 pcor_recv_copy(c->pid[k], PCOR_ANY_THID, MV_TAG_REP,
+					sl->buf, cap, &sl->mi, rh);
+}
+
 /* Ask daemon k for part p; on success the pixels are in the output. */
 static int ask(cjob_t *j, int k, const mv_part_t *p, char *why, size_t wl)
 {
@@ -85,82 +119,75 @@ static int ask(cjob_t *j, int k, const mv_part_t *p, char *why, size_t wl)
 			p->tx, p->ty, p->ox, p->oy, p->ow, p->oh, v->s };
 	size_t cap = sizeof(mv_rep_t) + (size_t)p->ow * p->oh * 3;
 	int64_t tmo = (int64_t)c->timeout_ms * 1000000;
-	void *buf = NULL;
-	pcor_msginfo_t mi;
 	pcor_handle_t rh, sh;
-	int rc;
-	if (!c->recv_dma && !(buf = malloc(cap)))
+	int rc, posted = 0;
+	slot_t *sl = calloc(1, sizeof(*sl));
+	if (!sl)
 		return -ENOMEM;
+	sl->dma = c->recv_dma;
+	if (!sl->dma && !(sl->buf = malloc(cap))) {
+		free(sl);
+		return -ENOMEM;
+	}
 	/* The receive goes first, so the reply never waits as an
 	 * unexpected message. */
-	rc = c->recv_dma ?
-		pcor_recv_dma(c->pid[k], PCOR_ANY_THID, MV_TAG_REP, &buf, &mi,
-			      &rh) :
-		pcor_recv_copy(c->pid[k], PCOR_ANY_THID, MV_TAG_REP, buf, cap,
-			       &mi, &rh);
+	rc = post(c, k, sl, cap, &rh);
 	if (rc != PCOR_OK) {
 		snprintf(why, wl, "post receive: %s", pcor_strerror(rc));
-		free(buf);
-		return rc;
+		goto out;
 	}
+	posted = 1;
 	rc = pcor_send_copy(c->pid[k], c->thid[k], MV_TAG_REQ, &rq, sizeof(rq),
 			    &sh);
 	if (rc == PCOR_OK)
 		rc = pcor_handle_wait(sh, tmo);
-	if (rc == PCOR_OK) {
-		for (;;) {
-			rc = pcor_handle_wait(rh, tmo);
-			if (rc != PCOR_OK)
-				break;
-			const mv_rep_t *h = buf;
-			if (mi.size >= sizeof(*h) && h->id == rq.id)
-				break;
-			/* A late answer to an earlier request of this
-			 * thread: drop it and wait again. */
-			if (c->recv_dma)
-				pcor_dma_free(buf);
-			buf = c->recv_dma ? NULL : buf;
-			rc = c->recv_dma ?
-				pcor_recv_dma(c->pid[k], PCOR_ANY_THID,
-					      MV_TAG_REP, &buf, &mi, &rh) :
-				pcor_recv_copy(c->pid[k], PCOR_ANY_THID,
-					       MV_TAG_REP, buf, cap, &mi, &rh);
-			if (rc != PCOR_OK)
-				break;
+	while (rc == PCOR_OK) {
+		rc = pcor_handle_wait(rh, tmo);
+		if (rc == PCOR_ERR_TIMEDOUT)
+			break;
+		posted = 0; /* completed, whatever its status */
+		const mv_rep_t *h = sl->buf;
+		if (rc != PCOR_OK ||
+		    (sl->mi.size >= sizeof(*h) && h->id == rq.id))
+			break;
+		/* A late answer to an earlier request of this thread: drop
+		 * it and wait again. */
+		if (sl->dma) {
+			pcor_dma_free(sl->buf);
+			sl->buf = NULL;
 		}
-	}
-	if (rc == PCOR_ERR_TIMEDOUT) {
-		/* The receive stays posted: its buffer must outlive it. */
-		snprintf(why, wl, "daemon %d: no answer in %d ms", k,
-			 c->timeout_ms);
-		if (!c->recv_dma)
-			orphan(c, buf);
-		return rc;
+		rc = post(c, k, sl, cap, &rh);
+		if (rc == PCOR_OK)
+			posted = 1;
 	}
 	if (rc != PCOR_OK) {
-		snprintf(why, wl, "daemon %d: %s", k, pcor_strerror(rc));
+		if (rc == PCOR_ERR_TIMEDOUT)
+			snprintf(why, wl, "daemon %d: no answer in %d ms", k,
+				 c->timeout_ms);
+		else
+			snprintf(why, wl, "daemon %d: %s", k, pcor_strerror(rc));
 		goto out;
 	}
-	const mv_rep_t *h = buf;
+	const mv_rep_t *h = sl->buf;
 	if (h->status != 0) {
 		rc = h->status;
 		snprintf(why, wl, "daemon %d: %s", k, strerror(-rc));
 		goto out;
 	}
 	if (h->ow != p->ow || h->oh != p->oh ||
-	    mi.size != sizeof(*h) + (size_t)p->ow * p->oh * 3) {
+	    sl->mi.size != sizeof(*h) + (size_t)p->ow * p->oh * 3) {
 		rc = -EBADMSG;
 		snprintf(why, wl, "daemon %d: reply of the wrong size", k);
 		goto out;
 	}
-	mv_image_t pix = { p->ow, p->oh, (uint8_t *)buf + sizeof(*h) };
+	mv_image_t pix = { p->ow, p->oh, (uint8_t *)sl->buf + sizeof(*h) };
 	mv_part_place(j->out, v, p, &pix);
 	rc = 0;
 out:
-	if (c->recv_dma)
-		pcor_dma_free(buf);
+	if (posted)
+		orphan(c, sl);
 	else
-		free(buf);
+		slot_free(sl);
 	return rc;
 }
 
@@ -237,7 +264,7 @@ static void cdestroy(mv_loader_t *l)
 {
 	cloader_t *c = (cloader_t *)l;
 	for (int i = 0; i < c->norphans; i++)
-		free(c->orphans[i]);
+		slot_free(c->orphans[i]);
 	free(c->orphans);
 	pthread_mutex_destroy(&c->lock);
 	free(c);

@@ -40,6 +40,9 @@ typedef struct dstate {
 
 static void reply(dstate_t *d, const qitem_t *it)
 {
+	if (d->o->mute_after > 0 &&
+	    atomic_load(&d->replies) >= d->o->mute_after)
+		return; /* tests: alive but silent, as a wedged host would be */
 	const mv_req_t *r = &it->req;
 	mv_rep_t h = { MV_MAGIC, MV_VERSION, r->id, 0, d->o->index, 0, 0 };
 	mv_image_t pix = { 0 };

@@ -34,7 +34,7 @@ typedef struct opts {
 	int ww, wh;
 	char loader;
 	int dma, timeout_ms, repeat, paper, port, seconds, workers;
-	int die_daemon, die_after, hosts;
+	int die_daemon, die_after, mute_daemon, mute_after, hosts;
 } opts_t;
 
 /* The paper's seven regions of the 9600x9600 map into 600x600. */
@@ -53,7 +53,8 @@ static void usage(FILE *f)
 "       mapviewer cmp A.png B.png [TOL]\n"
 "options common to all: --workers N (threads per daemon),\n"
 "  --hosts (print where the viewer and each daemon run),\n"
-"  --die-after K,N (tests: daemon K exits after N replies)\n"
+"  --die-after K,N (tests: daemon K exits after N replies),\n"
+"  --mute-after K,N (tests: daemon K answers nothing after N replies)\n"
 "Under pcorrun -n N, processes 1..N-1 are the daemons.  Output is .png or .jpg.\n");
 }
 
@@ -73,6 +74,7 @@ static int parse(int argc, char **argv, opts_t *o)
 	o->port = 8080;
 	o->workers = 2;
 	o->die_daemon = -1;
+	o->mute_daemon = -1;
 	if (argc < 2)
 		return -1;
 	o->cmd = argv[1];
@@ -141,6 +143,9 @@ static int parse(int argc, char **argv, opts_t *o)
 			o->seconds = atoi(v);
 		} else if (strcmp(a, "--die-after") == 0) {
 			if (sscanf(v, "%d,%d", &o->die_daemon, &o->die_after) != 2)
+				goto bad;
+		} else if (strcmp(a, "--mute-after") == 0) {
+			if (sscanf(v, "%d,%d", &o->mute_daemon, &o->mute_after) != 2)
 				goto bad;
 		} else {
 			fprintf(stderr, "mapviewer: unknown option %s\n", a);
@@ -411,14 +416,16 @@ int main(int argc, char **argv)
 	}
 	if (me > 0) {
 		mv_daemon_opts_t d = { me - 1, np - 1, o.workers,
-				       o.die_daemon == me - 1 ? o.die_after : 0 };
+				       o.die_daemon == me - 1 ? o.die_after : 0,
+				       o.mute_daemon == me - 1 ? o.mute_after : 0 };
 		rc = mv_daemon_run(&m, &d);
 		ret = rc == PCOR_OK ? 0 : 1;
 		goto out;
 	}
 	int nd = np > 1 ? np - 1 : 1, dthid = -1;
 	local_daemon_t ld = { &m, { 0, 1, o.workers,
-				    o.die_daemon == 0 ? o.die_after : 0 } };
+				    o.die_daemon == 0 ? o.die_after : 0,
+				    o.mute_daemon == 0 ? o.mute_after : 0 } };
 	mv_loader_t *l;
 	if (o.loader == 'c') {
 		if (np == 1 && (rc = pcor_thread_create(local_daemon, &ld,

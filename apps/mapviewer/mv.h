@@ -202,6 +202,7 @@ typedef struct mv_rep {
 typedef struct mv_daemon_opts {
 	int index, ndaemons, workers;
 	int die_after;      /* tests: _exit after this many replies, 0 never */
+	int mute_after;     /* tests: answer nothing after this many, 0 never */
 } mv_daemon_opts_t;
 
 /* Serve tiles on the calling pcor thread until a QUIT message; returns

@@ -11,6 +11,8 @@
 #             namespaces on a bridge, tiles over tcp): same pixels
 #   dkill     a daemon dies mid-render: its tiles come from the replica,
 #             pixels equal; with no replica, placeholders
+#   dmute     a daemon stays alive but stops answering: after the timeout
+#             its tiles come from the replica, pixels equal
 # Exit 0 pass, 1 fail, 77 skip.
 set -u
 case_=$1 mv=$2 pcorrun=$3
@@ -191,6 +193,18 @@ dkill)
 	echo "$out" | grep -q "placeholder" || { echo "$out"; fail "no placeholders"; }
 	echo "$out" | grep -q "marked down" || fail "viewer did not say the daemon is down"
 	[ -s "$tmp/k1.png" ] || fail "no image"
+	;;
+dmute)
+	ref 0
+	out=$(run "$pcorrun" -n 3 "$mv" render --map "$tmp/map" --loader c \
+		--mute-after 0,2 --timeout-ms 1000 --region 0,0,1920,1920 \
+		--window 600x600 -o "$tmp/u.png" 2>&1)
+	st=$?
+	clean "$out"
+	[ $st -eq 0 ] || { echo "$out"; fail "exit $st"; }
+	echo "$out" | grep -q "no answer in 1000 ms" || { echo "$out"; fail "no timeout seen"; }
+	echo "$out" | grep -q "from a replica" || fail "no replica used"
+	run "$mv" cmp "$tmp/ref0.png" "$tmp/u.png" || fail "replica render differs"
 	;;
 *) echo "unknown case $case_"; exit 2 ;;
 esac
