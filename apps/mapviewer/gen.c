@@ -194,7 +194,8 @@ static int gen_tile(const mv_map_t *m, int tx, int ty)
 			float d = c[(cj + 1) * cw + ci], e = c[(cj + 1) * cw + ci + 1];
 			float v = (a + (b - a) * fx) * (1 - fy) +
 				  (d + (e - d) * fx) * fy;
-			v += 0.012f * (vnoise(m->seed, x0 + i, y0 + j, 40, 7) - 0.5f);
+			v += 0.02f * (vnoise(m->seed, x0 + i, y0 + j, 48, 7) - 0.5f) +
+			     0.008f * (vnoise(m->seed, x0 + i, y0 + j, 20, 8) - 0.5f);
 			hm[j * (w + 1) + i] = stretch(v);
 		}
 	const float lx = -0.57f, ly = -0.57f, lz = 0.59f;
