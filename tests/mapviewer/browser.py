@@ -237,6 +237,14 @@ def main():
         if st["region"] != {"x": 480, "y": 480, "w": 960, "h": 960}:
             fail("load: region %s" % st["region"])
         ref1 = check(st, "load")
+        # The side panel names the daemons that made the parts and times.
+        panel = ws.call("Runtime.evaluate", returnByValue=True,
+                        expression="document.getElementById('who').innerText"
+                        " + '|' + document.getElementById('time').innerText"
+                        )["result"]["value"]
+        if ("daemon 0" not in panel or "daemon 1" not in panel or
+                "imgCLoader" not in panel or " ms" not in panel):
+            fail("the page does not say who rendered what: %r" % panel)
 
         # Pan: drag from (300, 300) to (200, 250); at 1.6 map pixels per
         # screen pixel the region moves right 160 and down 80.
