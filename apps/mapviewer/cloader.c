@@ -31,6 +31,18 @@ typedef struct cloader {
 	pthread_mutex_t lock; /* guards orphans and pid/thid resolution */
 	void **orphans;       /* slots of receives left posted (slot_t) */
 	int norphans, corphans;
+	/*
+	 * The loader threads live as long as the loader, so a render costs
+	 * a wake-up per thread, not a thread creation (300 creations cost
+	 * more than 300 tiles' messages).  pool_lock guards the fields
+	 * below; it is never held with lock.  One render at a time.
+	 */
+	pthread_mutex_t pool_lock;
+	pthread_cond_t go, done;
+	int *thids, nthreads, cap_threads, stop;
+	unsigned gen, spawn_gen; /* job generation; the one new threads saw */
+	struct cjob *job;
+	int running;             /* pool threads not yet done with job */
 } cloader_t;
 
 typedef struct cjob {
@@ -191,9 +203,8 @@ out:
 	return rc;
 }
 
-static void *cworker(void *arg)
+static void run_job(cjob_t *j)
 {
-	cjob_t *j = arg;
 	cloader_t *c = j->c;
 	int i;
 	while ((i = atomic_fetch_add(&j->next, 1)) < j->n) {
@@ -231,7 +242,49 @@ static void *cworker(void *arg)
 		}
 		r->ms = mv_now_ms() - t0;
 	}
+}
+
+static void *pool_worker(void *arg)
+{
+	cloader_t *c = arg;
+	pthread_mutex_lock(&c->pool_lock);
+	unsigned seen = c->spawn_gen;
+	for (;;) {
+		while (!c->stop && c->gen == seen)
+			pthread_cond_wait(&c->go, &c->pool_lock);
+		if (c->stop)
+			break;
+		seen = c->gen;
+		cjob_t *j = c->job;
+		pthread_mutex_unlock(&c->pool_lock);
+		run_job(j);
+		pthread_mutex_lock(&c->pool_lock);
+		if (--c->running == 0)
+			pthread_cond_signal(&c->done);
+	}
+	pthread_mutex_unlock(&c->pool_lock);
 	return NULL;
+}
+
+/* Grow the pool to want threads (fewer if pcor has no more ids). */
+static void pool_grow(cloader_t *c, int want)
+{
+	if (want <= c->nthreads)
+		return;
+	if (want > c->cap_threads) {
+		int *t = realloc(c->thids, sizeof(int) * (size_t)want);
+		if (!t)
+			return;
+		c->thids = t;
+		c->cap_threads = want;
+	}
+	pthread_mutex_lock(&c->pool_lock);
+	c->spawn_gen = c->gen;
+	pthread_mutex_unlock(&c->pool_lock);
+	while (c->nthreads < want &&
+	       pcor_thread_create(pool_worker, c, &c->thids[c->nthreads]) ==
+		       PCOR_OK)
+		c->nthreads++;
 }
 
 static int cload(mv_loader_t *l, const mv_map_t *m, const mv_view_t *v,
@@ -242,27 +295,37 @@ static int cload(mv_loader_t *l, const mv_map_t *m, const mv_view_t *v,
 	cloader_t *c = (cloader_t *)l;
 	cjob_t j = { .c = c, .v = v, .parts = parts, .res = res, .out = out,
 		     .n = n };
-	int nt = l->threads > 0 && l->threads < n ? l->threads : n;
-	int *thids = calloc((size_t)nt, sizeof(int));
-	if (!thids)
-		return -ENOMEM;
-	int started = 0;
-	for (; started < nt; started++)
-		if (pcor_thread_create(cworker, &j, &thids[started]) != PCOR_OK)
-			break;
-	if (started == 0) {
-		free(thids);
+	/* One thread per tile (threads 0) or the fixed number asked. */
+	pool_grow(c, l->threads > 0 ? l->threads : n);
+	if (c->nthreads == 0)
 		return -EAGAIN;
-	}
-	for (int i = 0; i < started; i++)
-		pcor_thread_join(thids[i], NULL);
-	free(thids);
+	pthread_mutex_lock(&c->pool_lock);
+	c->job = &j;
+	c->running = c->nthreads;
+	c->gen++;
+	pthread_cond_broadcast(&c->go);
+	while (c->running > 0)
+		pthread_cond_wait(&c->done, &c->pool_lock);
+	c->job = NULL;
+	pthread_mutex_unlock(&c->pool_lock);
 	return 0;
 }
 
 static void cdestroy(mv_loader_t *l)
 {
 	cloader_t *c = (cloader_t *)l;
+	pthread_mutex_lock(&c->pool_lock);
+	c->stop = 1;
+	pthread_cond_broadcast(&c->go);
+	pthread_mutex_unlock(&c->pool_lock);
+	for (int i = 0; i < c->nthreads; i++)
+		pcor_thread_join(c->thids[i], NULL);
+	free(c->thids);
+	pthread_cond_destroy(&c->go);
+	pthread_cond_destroy(&c->done);
+	pthread_mutex_destroy(&c->pool_lock);
+	/* The threads have ended, which canceled any receive still
+	 * posted: the orphaned slots are ours again. */
 	for (int i = 0; i < c->norphans; i++)
 		slot_free(c->orphans[i]);
 	free(c->orphans);
@@ -287,6 +350,9 @@ mv_loader_t *mv_cloader_create(int ndaemons, int threads, int recv_dma,
 	c->timeout_ms = timeout_ms;
 	atomic_init(&c->next_id, 1);
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->pool_lock, NULL);
+	pthread_cond_init(&c->go, NULL);
+	pthread_cond_init(&c->done, NULL);
 	for (int k = 0; k < MAXD; k++) {
 		c->pid[k] = -1;
 		atomic_init(&c->down[k], 0);
