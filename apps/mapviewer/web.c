@@ -130,13 +130,16 @@ static enum MHD_Result view(web_t *w, struct MHD_Connection *c)
 		ok = send_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "encode failed");
 		goto out;
 	}
-	size_t cap = (size_t)st.nparts * 64 + 1;
+	/* Per-part facts for the page's panel; a view of thousands of
+	 * tiles (a huge map zoomed out) sends only their number. */
+	int listed = st.nparts <= 1000 ? st.nparts : 0;
+	size_t cap = (size_t)listed * 64 + 1;
 	char *hp = malloc(cap);
 	if (!hp)
 		goto out;
 	size_t n = 0;
 	hp[0] = 0;
-	for (int i = 0; i < st.nparts; i++) {
+	for (int i = 0; i < listed && n < cap; i++) {
 		const mv_part_t *p = &parts[i];
 		n += (size_t)snprintf(hp + n, cap - n, "%s%d,%d,%d,%d,%d,%d,%d,%.1f,%d",
 				      i ? ";" : "", p->tx, p->ty, p->ox - v.gx,
@@ -148,7 +151,9 @@ static enum MHD_Result view(web_t *w, struct MHD_Connection *c)
 	send_buf(c, 0, png ? "image/png" : "image/jpeg", buf, len,
 		 MHD_RESPMEM_MUST_COPY, &r);
 	if (r) {
-		char ms[32], sc[32];
+		char ms[32], sc[32], np[16];
+		snprintf(np, sizeof(np), "%d", st.nparts);
+		MHD_add_response_header(r, "X-Part-Count", np);
 		snprintf(ms, sizeof(ms), "%.1f", st.ms_total);
 		snprintf(sc, sizeof(sc), "%g", v.s);
 		MHD_add_response_header(r, "X-Render-Ms", ms);
