@@ -197,12 +197,12 @@ dkill)
 dmute)
 	ref 0
 	out=$(run "$pcorrun" -n 3 "$mv" render --map "$tmp/map" --loader c \
-		--mute-after 0,2 --timeout-ms 1000 --region 0,0,1920,1920 \
+		--mute-after 0,2 --timeout-ms 3000 --region 0,0,1920,1920 \
 		--window 600x600 -o "$tmp/u.png" 2>&1)
 	st=$?
 	clean "$out"
 	[ $st -eq 0 ] || { echo "$out"; fail "exit $st"; }
-	echo "$out" | grep -q "no answer in 1000 ms" || { echo "$out"; fail "no timeout seen"; }
+	echo "$out" | grep -q "no answer in 3000 ms" || { echo "$out"; fail "no timeout seen"; }
 	echo "$out" | grep -q "from a replica" || fail "no replica used"
 	run "$mv" cmp "$tmp/ref0.png" "$tmp/u.png" || fail "replica render differs"
 	;;
