@@ -128,6 +128,17 @@ static void enqueue(dstate_t *d, const qitem_t *it)
 	pthread_mutex_unlock(&d->lock);
 }
 
+/* Set when the viewer (process 0) has left: a daemon in another process
+ * then ends even if the QUIT message never comes. */
+static atomic_int viewer_gone;
+
+static void on_member(int pid, pcor_member_event_t ev, void *arg)
+{
+	(void)arg;
+	if (pid == 0 && (ev == PCOR_MEMBER_EXIT || ev == PCOR_MEMBER_FAILURE))
+		atomic_store(&viewer_gone, 1);
+}
+
 int mv_daemon_run(const mv_map_t *m, const mv_daemon_opts_t *o)
 {
 	if (o->workers < 1 || o->workers > 64 || o->index < 0)
@@ -153,14 +164,30 @@ int mv_daemon_run(const mv_map_t *m, const mv_daemon_opts_t *o)
 		       pcor_strerror(rc));
 		goto stop;
 	}
+	if (pcor_self_pid() > 0)
+		pcor_member_callback(on_member, NULL);
 	for (;;) {
-		qitem_t it;
-		pcor_msginfo_t mi;
+		/* Static: a receive still posted when the daemon ends (the
+		 * viewer gone) keeps its buffer until pcor_finalize.  One
+		 * daemon per process. */
+		static qitem_t it;
+		static pcor_msginfo_t mi;
 		pcor_handle_t h;
 		rc = pcor_recv_copy(PCOR_ANY_PID, PCOR_ANY_THID, PCOR_ANY_TAG,
 				    &it.req, sizeof(it.req), &mi, &h);
-		if (rc == PCOR_OK)
-			rc = pcor_handle_test(h, PCOR_BLOCK);
+		while (rc == PCOR_OK &&
+		       (rc = pcor_handle_wait(h, 1000000000LL)) ==
+			       PCOR_ERR_TIMEDOUT) {
+			if (atomic_load(&viewer_gone))
+				break;
+			rc = PCOR_OK;
+		}
+		if (rc == PCOR_ERR_TIMEDOUT) {
+			mv_log("daemon %d: the viewer has gone; ending",
+			       o->index);
+			rc = PCOR_OK;
+			break;
+		}
 		if (rc != PCOR_OK && rc != PCOR_ERR_TRUNCATE) {
 			mv_log("daemon %d: receive: %s", o->index,
 			       pcor_strerror(rc));
@@ -180,6 +207,8 @@ int mv_daemon_run(const mv_map_t *m, const mv_daemon_opts_t *o)
 		it.thid = mi.thid;
 		enqueue(d, &it);
 	}
+	if (pcor_self_pid() > 0)
+		pcor_member_callback(NULL, NULL);
 	pcor_name_unpublish(name);
 stop:
 	pthread_mutex_lock(&d->lock);
@@ -200,8 +229,18 @@ void mv_daemons_quit(int ndaemons)
 		char name[32];
 		int pid, thid;
 		snprintf(name, sizeof(name), "mapd/%d", k);
-		if (pcor_name_lookup(name, 0, &pid, &thid) != PCOR_OK)
-			continue;
+		/* Under pcorrun daemon k is the main thread of process k+1:
+		 * that is where QUIT goes if the directory cannot say. */
+		if (pcor_name_lookup(name, 0, &pid, &thid) != PCOR_OK) {
+			if (pcor_nprocs() <= k + 1)
+				continue;
+			pid = k + 1;
+			thid = 0;
+		}
+		pcor_proc_info_t pi;
+		if (pid != pcor_self_pid() &&
+		    pcor_proc_info(pid, &pi) == PCOR_ERR_PEER_LOST)
+			continue; /* died: nothing to end */
 		pcor_handle_t h;
 		char z = 0;
 		if (pcor_send_copy(pid, thid, MV_TAG_QUIT, &z, 1, &h) == PCOR_OK)
