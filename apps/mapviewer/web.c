@@ -222,6 +222,21 @@ int mv_serve(const mv_map_t *m, mv_loader_t *l, int port, int seconds)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	/* One render of the whole map before the first visitor: the
+	 * loader's threads and daemon addresses are set up, the tiles are
+	 * in the page cache, and the first view is as quick as the rest. */
+	mv_view_t v;
+	char err[128];
+	if (mv_view_init(m, 0, 0, m->width, m->height, 600, 600, &v, err,
+			 sizeof(err)) == 0) {
+		mv_image_t im;
+		mv_render_stats_t st;
+		if (mv_render(l, m, &v, &im, NULL, NULL, &st) == 0) {
+			mv_image_free(&im);
+			printf("mapviewer: warm-up render of %d tiles in %.1f ms\n",
+			       st.nparts, st.ms_total);
+		}
+	}
 	struct MHD_Daemon *d = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
 		(uint16_t)port, NULL, NULL, handle, &w,

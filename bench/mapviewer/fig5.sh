@@ -10,7 +10,7 @@
 #            target <= 1.0
 #   web      slowest of the page's views (/view over HTTP, 7 regions and
 #            14 pans/zooms): target < 250 ms
-# Writes OUT_DIR/fig5.csv, ratios.csv and fig5.png (gnuplot).  Every time
+# Writes OUT_DIR/fig5.csv, ratios.csv, web.csv and fig5.png (gnuplot).  Every time
 # is the best of REPS renders (5; --smoke: 1, on a 3x4 map).
 # NETNS=1 adds imgCLoader rows with the viewer and each daemon on its own
 # emulated host (a network namespace on one bridge; tiles travel over
@@ -141,6 +141,7 @@ for _ in $(seq 1 300); do
 done
 worst=0
 if [ -n "$port" ]; then
+	echo "region,ms" > "$out/web.csv"
 	views=()
 	for s in 1 2 4 5 8 10 16; do
 		w=$((600 * s)); [ $w -gt $W ] && w=$W
@@ -152,6 +153,7 @@ if [ -n "$port" ]; then
 		ms=$(curl -s -o /dev/null -w '%{time_total}' \
 			"http://127.0.0.1:$port/view?x=$x&y=$y&w=$w&h=$h&ww=600&wh=600")
 		ms=$(awk -v s="$ms" 'BEGIN { printf "%.1f", s * 1000 }')
+		echo "$v,$ms" >> "$out/web.csv"
 		worst=$(awk -v a="$worst" -v b="$ms" 'BEGIN { print (b > a ? b : a) }')
 	done
 fi
