@@ -130,8 +130,10 @@ rm -f "$rcsv"
 
 # The web page's views: a server on 2 daemons, curl for each view.
 port_file=$out/.serve.out
-t "$pcorrun" -n 3 "$mv" serve --map "$map" --loader c --port 0 \
-	--seconds 240 > "$port_file" 2>&1 &
+# timeout itself in the background (not a shell function), so $! is its
+# pid: it passes the TERM below on to pcorrun, which ends the processes.
+timeout -k 5 240 "$pcorrun" -n 3 "$mv" serve --map "$map" --loader c \
+	--port 0 --seconds 240 > "$port_file" 2>&1 &
 spid=$!
 port=
 for _ in $(seq 1 300); do
