@@ -19,6 +19,8 @@ pkgs=(
   libopenmpi-dev mpich libmpich-dev
   # MPI programs under a real Slurm (tests/mpi/slurm_run.sh)
   slurmctld slurmd slurm-client munge
+  # map viewer: JPEG tiles, PNG output, web server, browser test
+  libturbojpeg0-dev libpng-dev libmicrohttpd-dev chromium
 )
 
 missing=()
