@@ -674,9 +674,19 @@ static void conn_close(pcori_conn_t *c, int rc)
 		pcori_view_t *e = view_find(c->pid);
 		pcori_unlock(&NM.lock);
 		if (e && !e->conn) {
-			PCORI_WARN(PCORI_SUB_NAMING,
-				   "agent: cannot reach process %d at %s: %s",
-				   e->pid, e->agent, pcor_strerror(rc));
+			if (rc == PCOR_ERR_AUTH)
+				PCORI_ERROR(PCORI_SUB_NAMING,
+					    "agent: process %d at %s refused "
+					    "our job key (key id %08x, its "
+					    "%08x)",
+					    e->pid, e->agent,
+					    pcori_key_check(NM.boot.key),
+					    c->refused_key_id);
+			else
+				PCORI_WARN(PCORI_SUB_NAMING,
+					   "agent: cannot reach process %d at "
+					   "%s: %s",
+					   e->pid, e->agent, pcor_strerror(rc));
 			member_gone(e, false);
 		}
 	} else if (rc == PCOR_ERR_AUTH || rc == PCOR_ERR_PROTO) {
@@ -685,8 +695,17 @@ static void conn_close(pcori_conn_t *c, int rc)
 			atomic_fetch_add(&NM.n_auth_fail, 1);
 		else
 			atomic_fetch_add(&NM.n_proto_fail, 1);
-		PCORI_WARN(PCORI_SUB_NAMING,
-			   "agent: rejected a client: %s", pcor_strerror(rc));
+		char from[PCORI_AGENT_ADDR_MAX];
+		pcori_sock_peer(c->fd, from, sizeof(from));
+		if (rc == PCOR_ERR_AUTH)
+			PCORI_WARN(PCORI_SUB_NAMING,
+				   "agent: refused the job key of %s (ours "
+				   "has key id %08x)",
+				   from, pcori_key_check(NM.boot.key));
+		else
+			PCORI_WARN(PCORI_SUB_NAMING,
+				   "agent: rejected a client at %s: %s", from,
+				   pcor_strerror(rc));
 	}
 	pcori_conn_free(c);
 }

@@ -9,7 +9,9 @@
  * PCORI_CTL_MAX_PREAUTH bytes and only the handshake types are accepted,
  * so a peer without the key can make us hold 64 bytes, nothing more, and
  * nothing it sends reaches the directory.  Any violation closes the
- * connection with a status the owner counts.
+ * connection with a status the owner counts.  A client whose proof is
+ * wrong is told so (REFUSED, with the server's key id) before the close,
+ * so it can report PCOR_ERR_AUTH rather than "nobody answered".
  */
 #include "naming_priv.h"
 
@@ -126,6 +128,17 @@ static int handshake(pcori_conn_t *c, int type, const uint8_t *b, size_t n,
 		     bool *opened_p)
 {
 	uint8_t mac[PCORI_MAC_BYTES];
+	if (!c->server && type == PCORI_CTL_REFUSED &&
+	    (c->state == PCORI_CONN_WAIT_CHALLENGE ||
+	     c->state == PCORI_CONN_WAIT_OK)) {
+		if (n != 4)
+			return PCOR_ERR_PROTO;
+		c->refused = true;
+		c->refused_key_id = (uint32_t)b[0] << 24 |
+				    (uint32_t)b[1] << 16 |
+				    (uint32_t)b[2] << 8 | b[3];
+		return PCOR_ERR_AUTH;
+	}
 	switch (c->state) {
 	case PCORI_CONN_WAIT_CHALLENGE:
 		if (type != PCORI_CTL_CHALLENGE || n != PCORI_NONCE_BYTES)
@@ -142,8 +155,17 @@ static int handshake(pcori_conn_t *c, int type, const uint8_t *b, size_t n,
 			return PCOR_ERR_PROTO;
 		memcpy(c->nonce_peer, b, PCORI_NONCE_BYTES);
 		pcori_mac(c->key, 'C', c->nonce_mine, c->nonce_peer, mac);
-		if (sodium_memcmp(mac, b + PCORI_NONCE_BYTES, sizeof(mac)))
+		if (sodium_memcmp(mac, b + PCORI_NONCE_BYTES, sizeof(mac))) {
+			uint8_t id[4];
+			uint32_t k = pcori_key_check(c->key);
+			for (int i = 0; i < 4; i++)
+				id[i] = (uint8_t)(k >> (24 - 8 * i));
+			/* Best effort: the owner closes right after. */
+			if (!send_frame(c, PCORI_CTL_REFUSED, id, sizeof(id),
+					NULL, 0))
+				pcori_conn_flush(c);
 			return PCOR_ERR_AUTH;
+		}
 		pcori_mac(c->key, 'S', c->nonce_peer, c->nonce_mine, mac);
 		c->state = PCORI_CONN_OPEN;
 		*opened_p = true;
@@ -279,6 +301,20 @@ void pcori_sock_tune(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+void pcori_sock_peer(int fd, char *out, size_t len)
+{
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+	char ip[INET_ADDRSTRLEN];
+	if (getpeername(fd, (struct sockaddr *)&sin, &sl) < 0 ||
+	    sin.sin_family != AF_INET ||
+	    !inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof(ip))) {
+		snprintf(out, len, "?");
+		return;
+	}
+	snprintf(out, len, "%s:%u", ip, ntohs(sin.sin_port));
 }
 
 int pcori_sock_connect(const void *sin)

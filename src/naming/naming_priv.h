@@ -60,6 +60,12 @@ typedef enum pcori_ctl_type {
 	PCORI_CTL_BOOT_HELLO, /* pid, agent address, host */
 	PCORI_CTL_BOOT_TABLE, /* n, n x (pid, state, agent address) */
 	PCORI_CTL_SPAWN,      /* reqid, host, argc, argv */
+	/*
+	 * server, before authentication: the client's key was refused; body
+	 * the server's key id (pcori_key_check), so a stale key is told from
+	 * a wrong launcher.  Then the server closes.
+	 */
+	PCORI_CTL_REFUSED,
 	PCORI_CTL_TYPE_MAX_
 } pcori_ctl_type_t;
 
@@ -161,6 +167,8 @@ struct pcori_conn {
 	bool out_armed;   /* the owner polls for writability */
 	int kind;         /* the owner's classification */
 	int dead;         /* set: close at the next chance, with this status */
+	bool refused;     /* client: the server sent REFUSED */
+	uint32_t refused_key_id; /* ... with its key id */
 	void *owner_data;
 	pcori_list_t link;
 };
@@ -196,6 +204,8 @@ int pcori_sock_listen(const char *ip, const char *ports, char *addr_out,
 		      size_t addr_len);
 int pcori_sock_connect(const void *sin); /* non-blocking; fd or -errno */
 void pcori_sock_tune(int fd);            /* nodelay, keepalive */
+/* "a.b.c.d:port" of the socket's peer, or "?" (for log lines). */
+void pcori_sock_peer(int fd, char *out, size_t len);
 /* Blocking: drive c until OPEN or deadline. */
 int pcori_conn_open_sync(pcori_conn_t *c, uint64_t deadline_ns);
 /* Blocking: flush c fully or until deadline. */

@@ -12,6 +12,8 @@
 #   badhost   a host that cannot be reached: one error line, non-zero
 #   mpirun    the same program under Open MPI's mpirun, through PMIx
 #   netns     three "hosts" made of network namespaces, --rsh 'ip netns exec'
+#   badkey    each process first tries a wrong job key: PCOR_ERR_AUTH, and
+#             both sides name the key that was refused; then the job runs
 set -u
 case_=$1 pcorrun=$2 app=$3
 tmp=$(mktemp -d)
@@ -109,6 +111,18 @@ mpirun)
 	fi
 	run_job 0 120 mpirun --oversubscribe -n 4 "$app" basic 4 "$marker"
 	[ "$(count 'basic: ok')" -eq 4 ] || fail "4 processes should pass"
+	no_leftovers
+	;;
+badkey)
+	run_job 0 60 "$pcorrun" -n 2 --tag-output "$app" badkey 2 "$marker"
+	[ "$(count 'badkey: refused')" -eq 2 ] || fail "2 processes refused"
+	[ "$(count 'badkey: ok')" -eq 2 ] || fail "2 processes should pass"
+	[ "$(grep -c 'refused our job key (key id [0-9a-f]\{8\}; the launcher.s is [0-9a-f]\{8\})' "$tmp/err")" -eq 2 ] ||
+		fail "the processes did not say which key was refused by whom"
+	[ "$(grep -c '^pcorrun: refused the job key of 127\.0\.0\.1:[0-9]* (ours has key id [0-9a-f]\{8\})' "$tmp/err")" -eq 2 ] ||
+		fail "pcorrun did not say whose key it refused"
+	grep -q 'no launcher answered' "$tmp/err" &&
+		fail "a refused key was reported as unreachable"
 	no_leftovers
 	;;
 netns)

@@ -15,6 +15,10 @@
  *   rogue N            pid 0 attacks pid 1's agent and the launcher with a
  *                      wrong key, garbage and an oversized frame; pid 1
  *                      checks they were rejected and counted; then basic
+ *   badkey N           every process first calls pcor_init with a wrong
+ *                      job key and must get PCOR_ERR_AUTH (not
+ *                      UNREACHABLE), stay uninitialised, then join with
+ *                      the right key; then basic
  *   exit N K CODE      pid K exits with CODE right after pcor_init
  *   alone              one process without a launcher
  *   bench-lookup N     cost of uncached and cached pid lookups (pid 0)
@@ -22,6 +26,7 @@
  * Waiting is done on events or on name lookups with timeouts, never with
  * sleeps; every loop is bounded.
  */
+#define _GNU_SOURCE /* setenv */
 #include "harness.h"
 
 #include "naming/naming_priv.h"
@@ -493,6 +498,25 @@ static int run_bench_lookup(int n)
 	return 0;
 }
 
+/* pcor_init with the launcher's key altered by one digit: refused. */
+static void try_bad_key(void)
+{
+	const char *k = getenv("PCOR_JOB_KEY");
+	CHECK(k && strlen(k) == 2 * PCORI_KEY_BYTES);
+	char good[2 * PCORI_KEY_BYTES + 1], bad[sizeof(good)];
+	snprintf(good, sizeof(good), "%s", k);
+	snprintf(bad, sizeof(bad), "%s", k);
+	bad[0] = bad[0] == '0' ? '1' : '0';
+	CHECK(setenv("PCOR_JOB_KEY", bad, 1) == 0);
+	int rc = pcor_init(NULL, NULL);
+	CHECK(setenv("PCOR_JOB_KEY", good, 1) == 0);
+	if (rc != PCOR_ERR_AUTH)
+		fprintf(stderr, "wrong key: %s\n", pcor_strerror(rc));
+	CHECK_RC(rc, PCOR_ERR_AUTH);
+	CHECK_RC(pcor_self_pid(), PCOR_ERR_NOTINIT);
+	printf("badkey: refused\n");
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -511,12 +535,16 @@ int main(int argc, char **argv)
 		return 1;
 #endif
 	}
+	if (!strcmp(what, "badkey"))
+		try_bad_key();
 	CHECK_OK(pcor_init(&argc, &argv));
 	me = pcor_self_pid();
 	np = pcor_nprocs();
 	int rc = 2;
 	if (!strcmp(what, "basic"))
 		rc = run_basic(a, argc > 4 && !strcmp(argv[3], "hosts") ? c : 0);
+	else if (!strcmp(what, "badkey"))
+		rc = run_basic(a, 0);
 	else if (!strcmp(what, "spawn"))
 		rc = run_spawn(a, b, argv[0]);
 	else if (!strcmp(what, "spawned"))

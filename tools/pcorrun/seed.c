@@ -261,10 +261,18 @@ static void seed_close(pcori_conn_t *c, int rc)
 		if (rc == PCOR_ERR_AUTH || rc == PCOR_ERR_PROTO ||
 		    rc == PCOR_ERR_TIMEDOUT) {
 			J->n_rejected++;
-			fprintf(stderr,
-				"pcorrun: rejected a connection to the "
-				"launcher: %s\n",
-				pcor_strerror(rc));
+			char from[PCORI_AGENT_ADDR_MAX];
+			pcori_sock_peer(c->fd, from, sizeof(from));
+			if (rc == PCOR_ERR_AUTH)
+				fprintf(stderr,
+					"pcorrun: refused the job key of %s "
+					"(ours has key id %08x)\n",
+					from, pcori_key_check(J->key));
+			else
+				fprintf(stderr,
+					"pcorrun: rejected a connection to "
+					"the launcher from %s: %s\n",
+					from, pcor_strerror(rc));
 		}
 	}
 	for (int i = 0; i < J->nprocs; i++)
