@@ -38,9 +38,6 @@ enum { CONN_NEW = 0, CONN_PEER, CONN_SEED };
 
 /* Request ids with this bit are the agent's own registrations. */
 #define REQID_REG 0x80000000u
-#define MAX_UNAUTH 1024
-
-static int n_unauth;
 
 static int self_pid(void)
 {
@@ -51,6 +48,14 @@ static pcori_view_t *view_find(int pid)
 {
 	pcori_view_t *e;
 	HASH_FIND_INT(NM.view, &pid, e);
+	return e;
+}
+
+pcori_view_t *pcori_agent_view(int pid)
+{
+	pcori_lock(&NM.lock);
+	pcori_view_t *e = view_find(pid);
+	pcori_unlock(&NM.lock);
 	return e;
 }
 
@@ -73,6 +78,11 @@ static pcori_view_t *view_get(int pid, const char *agent)
 static bool view_live(const pcori_view_t *e)
 {
 	return e->state == PCORI_VIEW_JOINING || e->state == PCORI_MEMBER_ALIVE;
+}
+
+bool pcori_agent_view_live(const pcori_view_t *e)
+{
+	return view_live(e);
 }
 
 /* ------------------------------------------------------------- sending */
@@ -99,6 +109,11 @@ static void conn_push(pcori_conn_t *c, const pcori_wbuf_t *frame)
 		c->dead = rc;
 	else
 		arm(c);
+}
+
+void pcori_agent_push(pcori_conn_t *c, const pcori_wbuf_t *frame)
+{
+	conn_push(c, frame);
 }
 
 void pcori_agent_to(int pid, pcori_wbuf_t *frame)
@@ -235,9 +250,10 @@ static void complete(pcori_dreq_t *r, int status)
 
 static void pending_add(pcori_dreq_t *r, int target)
 {
-	r->reqid = ++NM.next_reqid & 0x7fffffffu;
+	/* Clear of REQID_REG and PCORI_REQID_PROBE. */
+	r->reqid = ++NM.next_reqid & 0x3fffffffu;
 	if (!r->reqid)
-		r->reqid = ++NM.next_reqid & 0x7fffffffu;
+		r->reqid = ++NM.next_reqid & 0x3fffffffu;
 	r->target = target;
 	HASH_ADD(hh, NM.pending, reqid, sizeof(r->reqid), r);
 }
@@ -623,6 +639,8 @@ static void member_gone(pcori_view_t *e, bool bye)
 {
 	int pid = e->pid;
 	e->conn = NULL;
+	e->suspect_ns = e->redial_ns = 0;
+	e->probing = false;
 	pcori_wbuf_free(&e->backlog);
 	if (!view_live(e))
 		return;
@@ -642,8 +660,14 @@ static void member_gone(pcori_view_t *e, bool bye)
 	check_waiting();
 }
 
+void pcori_agent_member_gone(pcori_view_t *e, bool bye)
+{
+	member_gone(e, bye);
+}
+
 static void conn_close(pcori_conn_t *c, int rc)
 {
+	pcori_admit_leave(c);
 	pcori_list_remove(&c->link);
 	epoll_ctl(NM.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	if (c == NM.seed) {
@@ -660,8 +684,6 @@ static void conn_close(pcori_conn_t *c, int rc)
 		pcori_conn_free(c);
 		return;
 	}
-	if (c->kind == CONN_NEW)
-		n_unauth--;
 	if (c->kind == CONN_PEER) {
 		pcori_lock(&NM.lock);
 		pcori_view_t *e = view_find(c->pid);
@@ -669,43 +691,25 @@ static void conn_close(pcori_conn_t *c, int rc)
 		if (e && e->conn == c)
 			member_gone(e, c->bye);
 	} else if (c->pid >= 0) {
-		/* We dialed it and never got through: it is gone. */
+		/* We dialed it and never got through: a suspicion only. */
 		pcori_lock(&NM.lock);
 		pcori_view_t *e = view_find(c->pid);
 		pcori_unlock(&NM.lock);
-		if (e && !e->conn) {
-			if (rc == PCOR_ERR_AUTH)
-				PCORI_ERROR(PCORI_SUB_NAMING,
-					    "agent: process %d at %s refused "
-					    "our job key (key id %08x, its "
-					    "%08x)",
-					    e->pid, e->agent,
-					    pcori_key_check(NM.boot.key),
-					    c->refused_key_id);
-			else
-				PCORI_WARN(PCORI_SUB_NAMING,
-					   "agent: cannot reach process %d at "
-					   "%s: %s",
-					   e->pid, e->agent, pcor_strerror(rc));
-			member_gone(e, false);
-		}
-	} else if (rc == PCOR_ERR_AUTH || rc == PCOR_ERR_PROTO) {
+		if (e && !e->conn && view_live(e))
+			pcori_dial_failed(e, rc, c->refused_key_id);
+	} else if (rc == PCOR_ERR_AUTH || rc == PCOR_ERR_PROTO ||
+		   rc == PCOR_ERR_TIMEDOUT) {
 		/* A stranger: counted, and nothing it sent was kept. */
+		char from[PCORI_AGENT_ADDR_MAX];
+		pcori_sock_peer(c->fd, from, sizeof(from));
 		if (rc == PCOR_ERR_AUTH)
 			atomic_fetch_add(&NM.n_auth_fail, 1);
 		else
 			atomic_fetch_add(&NM.n_proto_fail, 1);
-		char from[PCORI_AGENT_ADDR_MAX];
-		pcori_sock_peer(c->fd, from, sizeof(from));
-		if (rc == PCOR_ERR_AUTH)
-			PCORI_WARN(PCORI_SUB_NAMING,
-				   "agent: refused the job key of %s (ours "
-				   "has key id %08x)",
-				   from, pcori_key_check(NM.boot.key));
-		else
-			PCORI_WARN(PCORI_SUB_NAMING,
-				   "agent: rejected a client at %s: %s", from,
-				   pcor_strerror(rc));
+		pcori_admit_refused(rc == PCOR_ERR_AUTH	   ? PCORI_REFUSE_AUTH
+				    : rc == PCOR_ERR_PROTO ? PCORI_REFUSE_PROTO
+							   : PCORI_REFUSE_TIMEOUT,
+				    from);
 	}
 	pcori_conn_free(c);
 }
@@ -789,7 +793,7 @@ static int on_hello(pcori_conn_t *c, pcori_rbuf_t *r)
 	c->pid = pid;
 	c->kind = CONN_PEER;
 	e->conn = c;
-	n_unauth--; /* counted as unauthenticated until HELLO */
+	pcori_dial_ok(e);
 	if (e->backlog.len) {
 		conn_push(c, &e->backlog);
 		pcori_wbuf_free(&e->backlog);
@@ -816,6 +820,11 @@ static int on_frame(pcori_conn_t *c, int type, pcori_rbuf_t *r, void *ctx)
 		int status = (int32_t)pcori_r_u32(r);
 		if (r->err || (reqid & REQID_REG))
 			return PCOR_ERR_PROTO;
+		if (reqid & PCORI_REQID_PROBE) {
+			pcori_dial_probe_reply(
+				(int)(reqid & ~PCORI_REQID_PROBE), status);
+			return PCOR_OK;
+		}
 		handle_reply(reqid, status, r);
 		return PCOR_OK;
 	}
@@ -857,7 +866,7 @@ static int on_frame(pcori_conn_t *c, int type, pcori_rbuf_t *r, void *ctx)
 	}
 }
 
-static void add_conn(pcori_conn_t *c, bool want_out)
+void pcori_agent_add_conn(pcori_conn_t *c, bool want_out)
 {
 	struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0),
 				 .data.ptr = c};
@@ -867,43 +876,23 @@ static void add_conn(pcori_conn_t *c, bool want_out)
 		c->dead = PCOR_ERR_SYSTEM;
 }
 
-static void dial(pcori_view_t *e)
-{
-	struct sockaddr_in sin;
-	e->dialed = true;
-	int fd = -1;
-	if (pcori_sock_parse(e->agent, &sin) == 0)
-		fd = pcori_sock_connect(&sin);
-	pcori_conn_t *c = fd >= 0 ? pcori_conn_new(fd, false, true,
-						   NM.boot.key,
-						   (uint64_t)NM.auth_timeout_ms *
-							   1000000ull)
-				  : NULL;
-	if (!c) {
-		if (fd >= 0)
-			close(fd);
-		PCORI_WARN(PCORI_SUB_NAMING, "agent: cannot dial process %d "
-					     "at \"%s\"",
-			   e->pid, e->agent);
-		member_gone(e, false);
-		return;
-	}
-	c->pid = e->pid;
-	n_unauth++;
-	add_conn(c, true);
-}
+/*
+ * Accept a bounded batch per wake-up, so the connections already here
+ * (members finishing their handshake among them) are read in between.
+ */
+#define ACCEPT_BATCH 32
 
 static void on_accept(void)
 {
-	for (;;) {
+	for (int i = 0; i < ACCEPT_BATCH; i++) {
 		int fd = accept4(NM.listen_fd, NULL, NULL,
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				pcori_admit_accept_failed(NM.listen_fd, errno);
 			return;
-		if (n_unauth >= MAX_UNAUTH) {
-			close(fd); /* flood: serve those already here */
-			atomic_fetch_add(&NM.n_proto_fail, 1);
-			continue;
 		}
 		pcori_sock_tune(fd);
 		pcori_conn_t *c = pcori_conn_new(
@@ -914,8 +903,19 @@ static void on_accept(void)
 			continue;
 		}
 		atomic_fetch_add(&NM.n_accepted, 1);
-		n_unauth++;
-		add_conn(c, true);
+		/*
+		 * A member's ticket is usually in the socket by now: read it,
+		 * and a member never enters the strangers' pool.
+		 */
+		bool opened;
+		int rc = pcori_conn_input(c, on_frame, NULL, &opened);
+		if (rc)
+			c->dead = rc;
+		else if (!c->ticket_ok && pcori_admit_add(c)) {
+			pcori_conn_free(c);
+			continue;
+		}
+		pcori_agent_add_conn(c, true);
 	}
 }
 
@@ -927,6 +927,8 @@ static void on_conn_event(pcori_conn_t *c, uint32_t events)
 	    c->state == PCORI_CONN_CONNECTING) {
 		bool opened = false;
 		int rc = pcori_conn_input(c, on_frame, NULL, &opened);
+		if ((opened || c->ticket_ok) && c->server)
+			pcori_admit_leave(c); /* a member: never shed */
 		if (opened && !c->server && c != NM.seed)
 			send_hello(c);
 		if (rc) {
@@ -976,6 +978,8 @@ static uint64_t expire(uint64_t now)
 			next = PCORI_MIN(next, r->deadline_ns);
 		}
 	}
+	next = PCORI_MIN(next, pcori_dial_expire(now));
+	next = PCORI_MIN(next, pcori_admit_tick(now));
 	return PCORI_MIN(next, pcori_home_expire(now));
 }
 
@@ -1138,7 +1142,7 @@ int pcori_agent_start(pcori_boot_out_t *bo)
 	pcori_list_init(&NM.conns);
 	pcori_list_init(&NM.waiting);
 	pcori_list_init(&NM.hwaits);
-	n_unauth = 0;
+	pcori_admit_init();
 	NM.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	NM.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (NM.efd < 0 || NM.epfd < 0)
@@ -1183,7 +1187,7 @@ int pcori_agent_start(pcori_boot_out_t *bo)
 		/* The later one dials: see the design notes. */
 		bool mine = NM.boot.spawned || pid < self_pid();
 		if (mine && view_live(e))
-			dial(e);
+			pcori_dial(e);
 	}
 	reap_dead();
 	if (pthread_create(&NM.thread, NULL, agent_main, NULL))
@@ -1223,6 +1227,7 @@ void pcori_agent_stop(void)
 	if (NM.epfd >= 0)
 		close(NM.epfd);
 	NM.listen_fd = NM.efd = NM.epfd = -1;
+	pcori_admit_fini();
 	pcori_home_fini();
 	pcori_myname_t *n, *nt;
 	HASH_ITER(hh, NM.mynames, n, nt)

@@ -123,6 +123,27 @@ static int send_frame(pcori_conn_t *c, int type, const void *a, size_t na,
 	return rc;
 }
 
+int pcori_conn_ticket(pcori_conn_t *c)
+{
+	uint8_t nonce[PCORI_NONCE_BYTES], mac[PCORI_MAC_BYTES];
+	randombytes_buf(nonce, sizeof(nonce));
+	pcori_mac(c->key, 'T', nonce, nonce, mac);
+	return send_frame(c, PCORI_CTL_TICKET, nonce, sizeof(nonce), mac,
+			  sizeof(mac));
+}
+
+/* Tell the client its key was refused (best effort: we close next). */
+static int refuse(pcori_conn_t *c)
+{
+	uint8_t id[4];
+	uint32_t k = pcori_key_check(c->key);
+	for (int i = 0; i < 4; i++)
+		id[i] = (uint8_t)(k >> (24 - 8 * i));
+	if (!send_frame(c, PCORI_CTL_REFUSED, id, sizeof(id), NULL, 0))
+		pcori_conn_flush(c);
+	return PCOR_ERR_AUTH;
+}
+
 /* One handshake frame; PCOR_OK or why the connection must close. */
 static int handshake(pcori_conn_t *c, int type, const uint8_t *b, size_t n,
 		     bool *opened_p)
@@ -138,6 +159,16 @@ static int handshake(pcori_conn_t *c, int type, const uint8_t *b, size_t n,
 				    (uint32_t)b[1] << 16 |
 				    (uint32_t)b[2] << 8 | b[3];
 		return PCOR_ERR_AUTH;
+	}
+	if (c->server && type == PCORI_CTL_TICKET &&
+	    c->state == PCORI_CONN_WAIT_AUTH && !c->ticket_ok) {
+		if (n != PCORI_NONCE_BYTES + PCORI_MAC_BYTES)
+			return PCOR_ERR_PROTO;
+		pcori_mac(c->key, 'T', b, b, mac);
+		if (sodium_memcmp(mac, b + PCORI_NONCE_BYTES, sizeof(mac)))
+			return refuse(c);
+		c->ticket_ok = true;
+		return PCOR_OK;
 	}
 	switch (c->state) {
 	case PCORI_CONN_WAIT_CHALLENGE:
@@ -155,17 +186,8 @@ static int handshake(pcori_conn_t *c, int type, const uint8_t *b, size_t n,
 			return PCOR_ERR_PROTO;
 		memcpy(c->nonce_peer, b, PCORI_NONCE_BYTES);
 		pcori_mac(c->key, 'C', c->nonce_mine, c->nonce_peer, mac);
-		if (sodium_memcmp(mac, b + PCORI_NONCE_BYTES, sizeof(mac))) {
-			uint8_t id[4];
-			uint32_t k = pcori_key_check(c->key);
-			for (int i = 0; i < 4; i++)
-				id[i] = (uint8_t)(k >> (24 - 8 * i));
-			/* Best effort: the owner closes right after. */
-			if (!send_frame(c, PCORI_CTL_REFUSED, id, sizeof(id),
-					NULL, 0))
-				pcori_conn_flush(c);
-			return PCOR_ERR_AUTH;
-		}
+		if (sodium_memcmp(mac, b + PCORI_NONCE_BYTES, sizeof(mac)))
+			return refuse(c);
 		pcori_mac(c->key, 'S', c->nonce_peer, c->nonce_mine, mac);
 		c->state = PCORI_CONN_OPEN;
 		*opened_p = true;

@@ -66,6 +66,15 @@ typedef enum pcori_ctl_type {
 	 * a wrong launcher.  Then the server closes.
 	 */
 	PCORI_CTL_REFUSED,
+	/* process to launcher: reqid, pid: does pid still run?  REPLY: OK,
+	 * PEER_LOST (ended) or NOPEER */
+	PCORI_CTL_PROBE,
+	/*
+	 * client, first, unasked (agents dialing agents): nonce, HMAC(key,
+	 * 'T' | nonce | nonce).  Lets a server tell a member from a stranger
+	 * as soon as it accepts, before the challenge; see admit.c.
+	 */
+	PCORI_CTL_TICKET,
 	PCORI_CTL_TYPE_MAX_
 } pcori_ctl_type_t;
 
@@ -168,6 +177,10 @@ struct pcori_conn {
 	int kind;         /* the owner's classification */
 	int dead;         /* set: close at the next chance, with this status */
 	bool refused;     /* client: the server sent REFUSED */
+	bool pooled;      /* counted in admit.c's stranger pool */
+	bool ticket_ok;   /* server: the client's TICKET proved the key */
+	uint32_t src_ip;  /* pooled: peer's IPv4 address (network order) */
+	pcori_list_t alink, glink; /* pooled: per address, all strangers */
 	uint32_t refused_key_id; /* ... with its key id */
 	void *owner_data;
 	pcori_list_t link;
@@ -177,6 +190,8 @@ struct pcori_conn {
 pcori_conn_t *pcori_conn_new(int fd, bool server, bool connecting,
 			     const uint8_t *key, uint64_t auth_timeout_ns);
 void pcori_conn_free(pcori_conn_t *c);
+/* Client: queue a TICKET to go first.  PCOR_OK, PCOR_ERR_NOMEM. */
+int pcori_conn_ticket(pcori_conn_t *c);
 /* Queue a finished frame (copied).  PCOR_OK, PCOR_ERR_NOMEM. */
 int pcori_conn_send(pcori_conn_t *c, const pcori_wbuf_t *frame);
 /* Write what the socket takes.  PCOR_OK or an error (close it). */
@@ -258,6 +273,11 @@ typedef struct pcori_view {
 	pcori_conn_t *conn;   /* open control connection, after HELLO */
 	pcori_wbuf_t backlog; /* frames for it while not connected */
 	bool dialed;          /* we connect to it (not it to us) */
+	/* dial.c: suspicion after failed connects */
+	uint64_t suspect_ns;  /* first failure of this streak; 0 none */
+	uint64_t redial_ns;   /* next attempt; 0 none scheduled */
+	int nfail;            /* failed attempts in this streak */
+	bool probing;         /* asked the launcher, no answer yet */
 } pcori_view_t;
 
 /* Application requests handed to the agent. */
@@ -343,6 +363,8 @@ typedef struct pcori_nm {
 	pcori_boot_t boot;
 	int mode;
 	int64_t join_timeout_ms, req_timeout_ms, auth_timeout_ms;
+	int64_t peer_timeout_ms, fault_connect_pct;
+	int unauth_max, unauth_per_addr;
 	char agent[PCORI_AGENT_ADDR_MAX];
 	int listen_fd, efd, epfd;
 	pthread_t thread;
@@ -398,7 +420,24 @@ typedef struct pcori_nm {
 extern pcori_nm_t pcori_nm;
 
 /* agent.c */
+/* Request ids of launcher probes: this bit, plus the pid asked about. */
+#define PCORI_REQID_PROBE 0x40000000u
 int pcori_agent_start(pcori_boot_out_t *bo);
+void pcori_agent_add_conn(pcori_conn_t *c, bool want_out);
+void pcori_agent_push(pcori_conn_t *c, const pcori_wbuf_t *frame);
+void pcori_agent_member_gone(pcori_view_t *e, bool bye);
+pcori_view_t *pcori_agent_view(int pid);
+bool pcori_agent_view_live(const pcori_view_t *e);
+
+/* dial.c */
+void pcori_dial(pcori_view_t *e);
+/* A dial failed (or closed before HELLO): suspect, retry later. */
+void pcori_dial_failed(pcori_view_t *e, int rc, uint32_t refused_key_id);
+/* The peer said HELLO: suspicion cleared. */
+void pcori_dial_ok(pcori_view_t *e);
+void pcori_dial_probe_reply(int pid, int status);
+/* Redial and confirm what is due; returns the next time to call. */
+uint64_t pcori_dial_expire(uint64_t now);
 void pcori_agent_stop(void);
 /* Hand a request to the agent and wait for it.  Returns its status. */
 int pcori_agent_call(pcori_dreq_t *r);
@@ -419,6 +458,31 @@ void pcori_home_retry_waiters(void);
 /* Waiters past their deadline. Returns the nearest remaining deadline. */
 uint64_t pcori_home_expire(uint64_t now);
 void pcori_home_fini(void);
+
+/* admit.c: strangers (connections not yet authenticated) */
+enum {
+	PCORI_REFUSE_AUTH,    /* wrong key */
+	PCORI_REFUSE_PROTO,   /* malformed or oversized */
+	PCORI_REFUSE_TIMEOUT, /* did not authenticate in time */
+	PCORI_REFUSE_SHED,    /* closed to make room for a newcomer */
+	PCORI_REFUSE_NOFD,    /* accepted and dropped: out of descriptors */
+	PCORI_REFUSE_NREASONS_
+};
+void pcori_admit_init(void);
+void pcori_admit_fini(void);
+/* Count a newly accepted stranger in; may shed older ones (sets dead). */
+int pcori_admit_add(pcori_conn_t *c);
+/* c authenticated or closed: out of the pool (idempotent). */
+void pcori_admit_leave(pcori_conn_t *c);
+/* Count (and, rate-limited, log) one refusal. */
+void pcori_admit_refused(int why, const char *from);
+/* Log what was held back; returns when to call again, or UINT64_MAX. */
+uint64_t pcori_admit_tick(uint64_t now);
+/* accept() failed with err: drop the connection if out of descriptors. */
+void pcori_admit_accept_failed(int listen_fd, int err);
+int pcori_admit_count(void);
+/* Refusals so far, by reason (any thread). */
+void pcori_admit_stats(uint64_t refused[PCORI_REFUSE_NREASONS_]);
 
 /* dir.c */
 uint64_t pcori_hash_str(const char *s);

@@ -19,6 +19,12 @@
  *                      job key and must get PCOR_ERR_AUTH (not
  *                      UNREACHABLE), stay uninitialised, then join with
  *                      the right key; then basic
+ *   siege N M          pid 0 floods pid 1's agent with at least 5,000
+ *                      keyless connections (idle, slow headers, garbage,
+ *                      wrong key) while it adds M processes with
+ *                      pcor_spawn and everyone looks up pids and names:
+ *                      all must succeed, nobody is reported lost, and
+ *                      pid 1 must have refused the strangers
  *   exit N K CODE      pid K exits with CODE right after pcor_init
  *   alone              one process without a launcher
  *   bench-lookup N     cost of uncached and cached pid lookups (pid 0)
@@ -36,6 +42,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -275,6 +282,10 @@ static int run_spawn(int n, int m, const char *self_path)
 	wait_members(n + m);
 	CHECK(pcor_nprocs() == n + m);
 	barrier("all", n + m);
+	pthread_mutex_lock(&ev_mu);
+	int failures = ev_count[PCOR_MEMBER_FAILURE];
+	pthread_mutex_unlock(&ev_mu);
+	CHECK(failures == 0);
 	return 0;
 }
 
@@ -459,6 +470,187 @@ static int run_rogue(int n)
 	return run_basic(n, 0);
 }
 
+/* ------------------------------------------------------------- siege */
+
+#define SIEGE_TOTAL 5000 /* keyless connections at least */
+#define SIEGE_CAP 50000  /* and at most */
+
+static struct siege {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct sockaddr_in to;
+	int ring;        /* connections held open at once */
+	int made;        /* connections opened */
+	bool stop;
+} sg = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+/* One stranger: i % 4 picks idle, slow header, garbage or a wrong key. */
+static int siege_one(int i)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct timeval tv = {2, 0};
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sg.to, sizeof(sg.to)) < 0) {
+		close(fd);
+		return -1;
+	}
+	uint8_t b[PCORI_CTL_HDR + PCORI_NONCE_BYTES + PCORI_MAC_BYTES];
+	size_t len = 0;
+	switch (i % 4) {
+	case 1: /* the start of a header, never finished */
+		b[0] = 0;
+		b[1] = 0;
+		b[2] = 0;
+		len = 3;
+		break;
+	case 2: /* garbage */
+		for (size_t k = 0; k < 64; k++)
+			b[k] = (uint8_t)(i * 31 + k * 7);
+		len = 64;
+		break;
+	case 3: { /* a well-formed answer with a made-up proof */
+		memset(b, 0x5a, sizeof(b));
+		uint32_t body = PCORI_NONCE_BYTES + PCORI_MAC_BYTES;
+		b[0] = 0;
+		b[1] = 0;
+		b[2] = 0;
+		b[3] = (uint8_t)body;
+		b[4] = PCORI_CTL_VERSION;
+		b[5] = PCORI_CTL_AUTH;
+		b[6] = b[7] = 0;
+		len = sizeof(b);
+		break;
+	}
+	}
+	if (len)
+		(void)!send(fd, b, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	return fd;
+}
+
+static void *siege_main(void *arg)
+{
+	(void)arg;
+	int *fds = malloc((size_t)sg.ring * sizeof(int));
+	CHECK(fds);
+	for (int k = 0; k < sg.ring; k++)
+		fds[k] = -1;
+	int i = 0;
+	for (;;) {
+		pthread_mutex_lock(&sg.mu);
+		bool done = (sg.stop && sg.made >= SIEGE_TOTAL) ||
+			    sg.made >= SIEGE_CAP;
+		pthread_mutex_unlock(&sg.mu);
+		if (done)
+			break;
+		int slot = i % sg.ring;
+		if (fds[slot] >= 0)
+			close(fds[slot]); /* the oldest of ours */
+		fds[slot] = siege_one(i);
+		i++;
+		pthread_mutex_lock(&sg.mu);
+		sg.made += fds[slot] >= 0;
+		pthread_cond_broadcast(&sg.cv);
+		pthread_mutex_unlock(&sg.mu);
+	}
+	for (int k = 0; k < sg.ring; k++)
+		if (fds[k] >= 0)
+			close(fds[k]);
+	free(fds);
+	return NULL;
+}
+
+static int run_siege(int n, int m, const char *self_path)
+{
+	CHECK(n >= 2);
+	CHECK_OK(pcor_member_callback(on_member, NULL));
+	pthread_t att;
+	if (me == 0) {
+		/*
+		 * Hold many connections at once: raise this process's own
+		 * descriptor limit as far as it goes (the agent under siege
+		 * keeps its default).
+		 */
+		struct rlimit rl;
+		CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+		sg.ring = (int)PCORI_MIN((rlim_t)2000, rl.rlim_cur / 2);
+		pcor_proc_info_t pi;
+		CHECK_OK(pcor_proc_info(1, &pi));
+		CHECK(pcori_sock_parse(pi.agent, &sg.to) == 0);
+		CHECK(pthread_create(&att, NULL, siege_main, NULL) == 0);
+		/* The flood is on before anyone joins. */
+		pthread_mutex_lock(&sg.mu);
+		while (sg.made < sg.ring / 2)
+			pthread_cond_wait(&sg.cv, &sg.mu);
+		pthread_mutex_unlock(&sg.mu);
+	}
+	barrier("flood", n);
+	if (me == 0) {
+		char nbuf[16], mbuf[16];
+		snprintf(nbuf, sizeof(nbuf), "%d", n);
+		snprintf(mbuf, sizeof(mbuf), "%d", m);
+		char *args[] = {(char *)self_path, "spawned", nbuf, mbuf, NULL};
+		for (int i = 0; i < m; i++) {
+			int pid = -1;
+			CHECK_OK(pcor_spawn(NULL, args, &pid));
+			CHECK(pid >= n && pid < n + m);
+		}
+	}
+	/* Lookups go on throughout, uncached. */
+	for (int round = 0; round < 20; round++) {
+		pcori_dir_cache_flush();
+		for (int q = 0; q < n; q++) {
+			pcor_proc_info_t pi;
+			char name[32];
+			int pid, thid;
+			CHECK_OK(pcor_proc_info(q, &pi));
+			snprintf(name, sizeof(name), "flood/%d", q);
+			CHECK_OK(pcor_name_lookup(name, SEC, &pid, &thid));
+			CHECK(pid == q);
+		}
+	}
+	CHECK(wait_events(PCOR_MEMBER_STARTUP, m, 60 * SEC));
+	wait_members(n + m);
+	barrier("all", n + m);
+	if (me == 0) {
+		pthread_mutex_lock(&sg.mu);
+		sg.stop = true;
+		pthread_mutex_unlock(&sg.mu);
+		CHECK(pthread_join(att, NULL) == 0);
+		printf("siege: %d keyless connections made, %d held at once\n",
+		       sg.made, sg.ring);
+		CHECK(sg.made >= SIEGE_TOTAL);
+	}
+	barrier("over", n); /* the flood has ended */
+	if (me == 1) {
+		uint64_t ref[PCORI_REFUSE_NREASONS_], total = 0;
+		pcori_admit_stats(ref);
+		for (int i = 0; i < PCORI_REFUSE_NREASONS_; i++)
+			total += ref[i];
+		printf("siege: refused %llu (key %llu, malformed %llu, slow "
+		       "%llu, shed %llu, no fd %llu)\n",
+		       (unsigned long long)total,
+		       (unsigned long long)ref[PCORI_REFUSE_AUTH],
+		       (unsigned long long)ref[PCORI_REFUSE_PROTO],
+		       (unsigned long long)ref[PCORI_REFUSE_TIMEOUT],
+		       (unsigned long long)ref[PCORI_REFUSE_SHED],
+		       (unsigned long long)ref[PCORI_REFUSE_NOFD]);
+		/* Most strangers were refused by the agent, not left alone. */
+		CHECK(total >= SIEGE_TOTAL / 2);
+		CHECK(ref[PCORI_REFUSE_AUTH] > 0 && ref[PCORI_REFUSE_PROTO] > 0);
+	}
+	barrier("checked", n); /* nobody leaves before pid 1 looked */
+	pthread_mutex_lock(&ev_mu);
+	int failures = ev_count[PCOR_MEMBER_FAILURE];
+	pthread_mutex_unlock(&ev_mu);
+	CHECK(failures == 0);
+	return 0;
+}
+
 /* ------------------------------------------------------------- bench */
 
 static int run_bench_lookup(int n)
@@ -553,6 +745,8 @@ int main(int argc, char **argv)
 		rc = run_kill(a);
 	else if (!strcmp(what, "rogue"))
 		rc = run_rogue(a);
+	else if (!strcmp(what, "siege"))
+		rc = run_siege(a, b, argv[0]);
 	else if (!strcmp(what, "exit")) {
 		if (me == b)
 			_exit(c);

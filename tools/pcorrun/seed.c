@@ -239,6 +239,26 @@ out:
 	return rc;
 }
 
+/*
+ * A process cannot reach another and asks whether it still runs: we are
+ * the witness that knows (we reaped it, or not).
+ */
+static int on_probe(pcori_conn_t *c, pcori_rbuf_t *r)
+{
+	pr_job_t *J = &pr_job;
+	uint32_t reqid = pcori_r_u32(r);
+	uint32_t pid = pcori_r_u32(r);
+	if (!pcori_r_done(r))
+		return PCOR_ERR_PROTO;
+	int st = PCOR_ERR_NOPEER;
+	for (int i = 0; i < J->nprocs; i++)
+		if (J->procs[i]->pid >= 0 && (uint32_t)J->procs[i]->pid == pid)
+			st = J->procs[i]->state == PR_DONE ? PCOR_ERR_PEER_LOST
+							   : PCOR_OK;
+	reply(c, reqid, st, 0);
+	return PCOR_OK;
+}
+
 static int on_frame(pcori_conn_t *c, int type, pcori_rbuf_t *r, void *ctx)
 {
 	(void)ctx;
@@ -247,6 +267,8 @@ static int on_frame(pcori_conn_t *c, int type, pcori_rbuf_t *r, void *ctx)
 						    : PCOR_ERR_PROTO;
 	if (type == PCORI_CTL_SPAWN)
 		return on_spawn(c, r);
+	if (type == PCORI_CTL_PROBE)
+		return on_probe(c, r);
 	return PCOR_ERR_PROTO;
 }
 
