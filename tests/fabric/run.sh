@@ -31,8 +31,9 @@ if [ "$oks" -ne "$want" ] || { [ "$case_" != kill ] && [ $st -ne 0 ]; }; then
 	echo "--- stderr"; grep -v " info " "$tmp/err" | tail -n 30
 	exit 1
 fi
-# What the ports counted, for the log.
+# What the ports counted, and how fast a death was seen, for the log.
 grep -h "info dispatch: port" "$tmp/err" | grep -v "domain" | head -n 8
+grep -h "PEER_LOST .* ms after" "$tmp/out"
 if [ "${PCOR_DROP_EVERY:-0}" != 0 ]; then
 	# The fabric was made to lose frames, and pcor sent again.
 	grep -q "test drops [1-9]" "$tmp/err" ||
