@@ -12,6 +12,10 @@
 #   badhost   a host that cannot be reached: one error line, non-zero
 #   mpirun    the same program under Open MPI's mpirun, through PMIx
 #   netns     three "hosts" made of network namespaces, --rsh 'ip netns exec'
+#   basic8    8 processes resolve each other and names; all saw the same
+#   spawn     4 processes add 4 more; all 8 saw the same membership
+#   rogue     a wrong key, garbage and oversized frames against an agent
+#             and the launcher; then all saw the same
 #   badkey    each process first tries a wrong job key: PCOR_ERR_AUTH, and
 #             both sides name the key that was refused; then the job runs
 set -u
@@ -54,8 +58,38 @@ no_leftovers() {
 	fi
 }
 
+# views_agree WHAT N: N processes printed "WHAT: view ...", all the same.
+views_agree() {
+	local n
+	n=$(grep -c -- "] $1: view " "$tmp/out")
+	[ "$n" -eq "$2" ] || fail "$n of $2 processes printed their view"
+	n=$(grep -- "] $1: view " "$tmp/out" | sed 's/^.*] //' | sort -u | wc -l)
+	[ "$n" -eq 1 ] || fail "the processes saw $n different views"
+}
+
 # The marker rides along as an extra, ignored argument.
 case $case_ in
+basic8)
+	run_job 0 120 "$pcorrun" -n 8 --tag-output "$app" basic 8 "$marker"
+	[ "$(count 'basic: ok')" -eq 8 ] || fail "8 processes should pass"
+	views_agree basic 8
+	no_leftovers
+	;;
+spawn)
+	run_job 0 120 "$pcorrun" -n 4 --tag-output "$app" spawn 4 4 "$marker"
+	[ "$(count 'spawn: ok')" -eq 4 ] || fail "4 spawners should pass"
+	[ "$(count 'spawned: ok')" -eq 4 ] || fail "4 spawned should pass"
+	views_agree spawn 8
+	no_leftovers
+	;;
+rogue)
+	run_job 0 120 "$pcorrun" -n 3 --tag-output "$app" rogue 3 "$marker"
+	[ "$(count 'rogue: ok')" -eq 3 ] || fail "3 processes should pass"
+	grep -q "\[1\] rogue: agent rejected [1-9][0-9]* bad-key and [3-9][0-9]* malformed" \
+		"$tmp/out" || fail "the attacked agent did not count the attacks"
+	views_agree basic 3
+	no_leftovers
+	;;
 kill)
 	run_job 137 60 "$pcorrun" -n 4 --keep-going --tag-output \
 		"$app" kill 4 "$marker"

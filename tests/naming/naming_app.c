@@ -134,6 +134,33 @@ static void barrier(const char *tag, int n)
 
 /* ------------------------------------------------------------- basic */
 
+/*
+ * Print what this process sees of pids [0, total): each one's agent and
+ * host, and who won the contended name (if asked).  The test script
+ * checks that every process printed the same line.
+ */
+static void print_view(const char *what, int total, bool contended)
+{
+	size_t cap = (size_t)total * (PCOR_HOST_MAX + 96) + 64, len = 0;
+	char *v = malloc(cap);
+	CHECK(v);
+	v[0] = '\0';
+	for (int q = 0; q < total; q++) {
+		pcor_proc_info_t pi;
+		CHECK_OK(pcor_proc_info(q, &pi));
+		len += (size_t)snprintf(v + len, cap - len, "%s%d@%s@%s",
+					q ? "," : "", q, pi.agent, pi.host);
+		CHECK(len < cap);
+	}
+	if (contended) {
+		int pid = -1, thid = -1;
+		CHECK_OK(pcor_name_lookup("contended", 0, &pid, &thid));
+		snprintf(v + len, cap - len, " contended=%d.%d", pid, thid);
+	}
+	printf("%s: view %s\n", what, v);
+	free(v);
+}
+
 static void check_resolve_all(int n, int want_hosts)
 {
 	char hosts[64][PCOR_HOST_MAX];
@@ -215,6 +242,7 @@ static int run_basic(int n, int want_hosts)
 	CHECK_OK(pcor_member_callback(on_member, NULL));
 	check_resolve_all(n, want_hosts);
 	check_names(n);
+	print_view("basic", n, true);
 	barrier("done", n);
 	/* pid 0 stays until the others left: each an exit, none a failure. */
 	if (me == 0 && n > 1) {
@@ -281,6 +309,7 @@ static int run_spawn(int n, int m, const char *self_path)
 	CHECK(wait_events(PCOR_MEMBER_STARTUP, m, 60 * SEC));
 	wait_members(n + m);
 	CHECK(pcor_nprocs() == n + m);
+	print_view("spawn", n + m, false);
 	barrier("all", n + m);
 	pthread_mutex_lock(&ev_mu);
 	int failures = ev_count[PCOR_MEMBER_FAILURE];
@@ -295,6 +324,7 @@ static int run_spawned(int n, int m)
 	CHECK_OK(pcor_member_callback(on_member, NULL));
 	wait_members(n + m);
 	CHECK(pcor_nprocs() == n + m);
+	print_view("spawn", n + m, false);
 	barrier("all", n + m);
 	return 0;
 }
