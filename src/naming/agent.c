@@ -660,6 +660,11 @@ static void member_gone(pcori_view_t *e, bool bye)
 	check_waiting();
 }
 
+bool pcori_agent_is_peer(const pcori_conn_t *c)
+{
+	return c->kind == CONN_PEER;
+}
+
 void pcori_agent_member_gone(pcori_view_t *e, bool bye)
 {
 	member_gone(e, bye);
@@ -783,9 +788,15 @@ static int on_hello(pcori_conn_t *c, pcori_rbuf_t *r)
 	/* pids are never reused, and one connection per pair */
 	int bad = !e ? PCOR_ERR_NOMEM
 		     : (e->conn || !view_live(e)) ? PCOR_ERR_PROTO : PCOR_OK;
+	bool fenced = e && e->state == PCORI_MEMBER_FAILED;
 	if (!bad && !e->agent[0])
 		snprintf(e->agent, sizeof(e->agent), "%s", agent);
 	pcori_unlock(&NM.lock);
+	if (fenced)
+		PCORI_WARN(PCORI_SUB_NAMING,
+			   "agent: refused process %d: it was declared lost "
+			   "and is fenced out",
+			   pid);
 	if (bad)
 		return bad;
 	if (c->server)
@@ -847,6 +858,10 @@ static int on_frame(pcori_conn_t *c, int type, pcori_rbuf_t *r, void *ctx)
 	case PCORI_CTL_BYE:
 		c->bye = true;
 		return PCOR_OK;
+	case PCORI_CTL_PING:
+		return pcori_r_done(r) ? PCOR_OK : PCOR_ERR_PROTO;
+	case PCORI_CTL_FENCED:
+		return pcori_live_fenced(c->pid, r);
 	case PCORI_CTL_REPLY: {
 		uint32_t reqid = pcori_r_u32(r);
 		int status = (int32_t)pcori_r_u32(r);
@@ -979,6 +994,7 @@ static uint64_t expire(uint64_t now)
 		}
 	}
 	next = PCORI_MIN(next, pcori_dial_expire(now));
+	next = PCORI_MIN(next, pcori_live_tick(now));
 	next = PCORI_MIN(next, pcori_admit_tick(now));
 	return PCORI_MIN(next, pcori_home_expire(now));
 }

@@ -35,7 +35,8 @@ pcori_conn_t *pcori_conn_new(int fd, bool server, bool connecting,
 	c->server = server;
 	c->key = key;
 	c->pid = -1;
-	c->auth_deadline_ns = pcori_now_ns() + auth_timeout_ns;
+	c->last_rx_ns = c->last_tx_ns = pcori_now_ns();
+	c->auth_deadline_ns = c->last_rx_ns + auth_timeout_ns;
 	pcori_list_init(&c->link);
 	if (server) {
 		randombytes_buf(c->nonce_mine, PCORI_NONCE_BYTES);
@@ -75,6 +76,7 @@ int pcori_conn_send(pcori_conn_t *c, const pcori_wbuf_t *frame)
 		c->txoff = 0;
 	}
 	pcori_w_bytes(&c->tx, frame->p, frame->len);
+	c->last_tx_ns = pcori_now_ns();
 	return c->tx.err ? PCOR_ERR_NOMEM : PCOR_OK;
 }
 
@@ -282,6 +284,7 @@ int pcori_conn_input(pcori_conn_t *c, pcori_frame_fn fn, void *ctx,
 			return PCOR_ERR_PEER_LOST;
 		}
 		c->rxlen += (size_t)n;
+		c->last_rx_ns = pcori_now_ns();
 		int rc = parse(c, fn, ctx, opened_p);
 		if (rc)
 			return rc;
@@ -313,9 +316,24 @@ int pcori_sock_parse(const char *hostport, void *sin_out)
 	return 0;
 }
 
+static int user_timeout_ms;
+
+void pcori_sock_set_user_timeout(int64_t ms)
+{
+	user_timeout_ms = ms > 0 && ms < INT_MAX ? (int)ms : 0;
+}
+
 void pcori_sock_tune(int fd)
 {
 	int one = 1;
+	/*
+	 * Data unacknowledged this long fails the connection: a host that
+	 * vanished mid-send is noticed within the peer timeout (heartbeats
+	 * keep data flowing when idle).
+	 */
+	if (user_timeout_ms)
+		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+			   sizeof(user_timeout_ms));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* A host that vanishes (no FIN, no RST) is noticed in ~10 s. */
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));

@@ -15,6 +15,16 @@
  *   - no launcher (PMIx, or its connection is gone): the only witness
  *     left is the kernel, which refused every attempt for the whole
  *     timeout: the peer is lost.
+ *
+ * Liveness of connected peers.  The kernel reports a killed process at
+ * once (its sockets close), but not a stopped or hung one, nor a host
+ * whose link went down.  So every agent pings a peer it has sent nothing
+ * to for a quarter of PCOR_PEER_TIMEOUT_MS, and a peer from which nothing
+ * at all arrived for the whole timeout is declared lost; TCP_USER_TIMEOUT
+ * fails a connection whose data stays unacknowledged as long.  A peer
+ * declared lost for its silence is told so (FENCED) before the close: if
+ * it was only stopped and resumes, it learns it is out, says so, and
+ * every peer refuses it (a lost pid is never taken back).
  * Runs on the agent thread.
  */
 #include "naming_priv.h"
@@ -188,4 +198,77 @@ uint64_t pcori_dial_expire(uint64_t now)
 			next = PCORI_MIN(next, confirm);
 	}
 	return next;
+}
+
+uint64_t pcori_live_tick(uint64_t now)
+{
+	static uint64_t last_tick;
+	uint64_t timeout = ms_ns(NM.peer_timeout_ms), idle = timeout / 4;
+	uint64_t next = UINT64_MAX;
+	/*
+	 * This loop runs at least every `idle` while there are peers.  A
+	 * longer gap means we were the silent one (stopped, or starved of
+	 * CPU): what the peers sent meanwhile is unread in our sockets, so
+	 * they get a fresh timeout rather than the blame.
+	 */
+	bool stalled = last_tick && now - last_tick > 2 * idle;
+	last_tick = now;
+	pcori_wbuf_t ping = {0};
+	pcori_frame_begin(&ping, PCORI_CTL_PING);
+	pcori_frame_end(&ping);
+	pcori_list_t *pos;
+	pcori_list_foreach(pos, &NM.conns)
+	{
+		pcori_conn_t *c = PCORI_CONTAINER_OF(pos, pcori_conn_t, link);
+		if (c->dead || c->pid < 0 || c->state != PCORI_CONN_OPEN ||
+		    !pcori_agent_is_peer(c))
+			continue;
+		if (stalled)
+			c->last_rx_ns = now;
+		if (now - c->last_rx_ns >= timeout) {
+			uint64_t ms = (now - c->last_rx_ns) / 1000000;
+			PCORI_WARN(PCORI_SUB_NAMING,
+				   "agent: process %d at %s silent for %llu ms "
+				   "(peer timeout %lld ms): declaring it lost "
+				   "and fencing it out",
+				   c->pid, pcori_agent_view(c->pid)
+						   ? pcori_agent_view(c->pid)->agent
+						   : "?",
+				   (unsigned long long)ms,
+				   (long long)NM.peer_timeout_ms);
+			pcori_wbuf_t w = {0};
+			pcori_frame_begin(&w, PCORI_CTL_FENCED);
+			pcori_w_u32(&w, (uint32_t)PCORI_MIN(ms, UINT32_MAX));
+			if (pcori_frame_end(&w)) {
+				/* Queued in the kernel for when it resumes. */
+				pcori_conn_send(c, &w);
+				pcori_conn_flush(c);
+			}
+			pcori_wbuf_free(&w);
+			c->dead = PCOR_ERR_TIMEDOUT;
+			continue;
+		}
+		if (now - c->last_tx_ns >= idle && ping.len) {
+			pcori_agent_push(c, &ping);
+			c->last_tx_ns = now;
+		}
+		next = PCORI_MIN(next, c->last_rx_ns + timeout);
+		next = PCORI_MIN(next, c->last_tx_ns + idle);
+	}
+	pcori_wbuf_free(&ping);
+	return next;
+}
+
+int pcori_live_fenced(int pid, pcori_rbuf_t *r)
+{
+	uint32_t ms = pcori_r_u32(r);
+	if (!pcori_r_done(r))
+		return PCOR_ERR_PROTO;
+	PCORI_ERROR(PCORI_SUB_NAMING,
+		    "agent: process %d declared this process lost after %u ms "
+		    "of silence (stopped or hung?): fenced out, every peer "
+		    "refuses it from now on",
+		    pid, ms);
+	atomic_store(&NM.fenced, true);
+	return PCOR_ERR_PEER_LOST;
 }

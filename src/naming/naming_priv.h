@@ -75,6 +75,13 @@ typedef enum pcori_ctl_type {
 	 * as soon as it accepts, before the challenge; see admit.c.
 	 */
 	PCORI_CTL_TICKET,
+	/* agent to agent, when idle: I am alive (no body) */
+	PCORI_CTL_PING,
+	/*
+	 * agent to agent, last: you were silent past the peer timeout and
+	 * are declared lost; u32 silence in ms.  The receiver is fenced out.
+	 */
+	PCORI_CTL_FENCED,
 	PCORI_CTL_TYPE_MAX_
 } pcori_ctl_type_t;
 
@@ -179,6 +186,7 @@ struct pcori_conn {
 	bool refused;     /* client: the server sent REFUSED */
 	bool pooled;      /* counted in admit.c's stranger pool */
 	bool ticket_ok;   /* server: the client's TICKET proved the key */
+	uint64_t last_rx_ns, last_tx_ns; /* liveness (dial.c) */
 	uint32_t src_ip;  /* pooled: peer's IPv4 address (network order) */
 	pcori_list_t alink, glink; /* pooled: per address, all strangers */
 	uint32_t refused_key_id; /* ... with its key id */
@@ -413,6 +421,7 @@ typedef struct pcori_nm {
 	pthread_t evthread;
 	bool evthread_started, evstop;
 
+	_Atomic bool fenced; /* a peer declared us lost (dial.c) */
 	/* statistics (any thread) */
 	_Atomic uint64_t n_auth_fail, n_proto_fail, n_accepted;
 } pcori_nm_t;
@@ -428,6 +437,7 @@ void pcori_agent_push(pcori_conn_t *c, const pcori_wbuf_t *frame);
 void pcori_agent_member_gone(pcori_view_t *e, bool bye);
 pcori_view_t *pcori_agent_view(int pid);
 bool pcori_agent_view_live(const pcori_view_t *e);
+bool pcori_agent_is_peer(const pcori_conn_t *c);
 
 /* dial.c */
 void pcori_dial(pcori_view_t *e);
@@ -438,6 +448,15 @@ void pcori_dial_ok(pcori_view_t *e);
 void pcori_dial_probe_reply(int pid, int status);
 /* Redial and confirm what is due; returns the next time to call. */
 uint64_t pcori_dial_expire(uint64_t now);
+/*
+ * Heartbeats: ping idle peers, and declare lost (fencing it) a peer that
+ * sent nothing for the peer timeout.  Returns the next time to call.
+ */
+uint64_t pcori_live_tick(uint64_t now);
+/* A FENCED frame arrived from pid: we were declared lost. */
+int pcori_live_fenced(int pid, pcori_rbuf_t *r);
+/* TCP_USER_TIMEOUT for control sockets made from now on (0: leave). */
+void pcori_sock_set_user_timeout(int64_t ms);
 void pcori_agent_stop(void);
 /* Hand a request to the agent and wait for it.  Returns its status. */
 int pcori_agent_call(pcori_dreq_t *r);

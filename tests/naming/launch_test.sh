@@ -16,6 +16,8 @@
 #   spawn     4 processes add 4 more; all 8 saw the same membership
 #   rogue     a wrong key, garbage and oversized frames against an agent
 #             and the launcher; then all saw the same
+#   stop      a process stopped with SIGSTOP is declared lost within the
+#             peer timeout; resumed, it finds itself fenced out
 #   badkey    each process first tries a wrong job key: PCOR_ERR_AUTH, and
 #             both sides name the key that was refused; then the job runs
 set -u
@@ -139,6 +141,18 @@ mpirun)
 	fi
 	run_job 0 120 mpirun --oversubscribe -n 4 "$app" basic 4 "$marker"
 	[ "$(count 'basic: ok')" -eq 4 ] || fail "4 processes should pass"
+	no_leftovers
+	;;
+stop)
+	run_job 0 90 "$pcorrun" -n 3 --tag-output "$app" stop 3 "$marker"
+	[ "$(count 'stop: ok')" -eq 3 ] || fail "3 processes should pass"
+	[ "$(count 'stop: fenced out after resuming')" -eq 1 ] ||
+		fail "the stopped process did not find itself fenced out"
+	grep -h "PEER_LOST .* after SIGSTOP" "$tmp/out"
+	[ "$(grep -c 'silent for [0-9]* ms .*declaring it lost and fencing it out' "$tmp/err")" -ge 2 ] ||
+		fail "the survivors did not say why they declared it lost"
+	grep -q "declared this process lost after [0-9]* ms of silence" "$tmp/err" ||
+		fail "the resumed process did not say it was fenced out"
 	no_leftovers
 	;;
 badkey)

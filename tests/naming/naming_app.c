@@ -25,6 +25,11 @@
  *                      pcor_spawn and everyone looks up pids and names:
  *                      all must succeed, nobody is reported lost, and
  *                      pid 1 must have refused the strangers
+ *   stop N             pid 0 stops pid N-1 with SIGSTOP: every survivor
+ *                      must get its failure event within the peer
+ *                      timeout (2 s; PCOR_TEST_SLOW=1: 10 s), measured
+ *                      from the signal; then it is resumed and must find
+ *                      itself fenced out (everyone else lost to it)
  *   exit N K CODE      pid K exits with CODE right after pcor_init
  *   alone              one process without a launcher
  *   bench-lookup N     cost of uncached and cached pid lookups (pid 0)
@@ -41,6 +46,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -681,6 +687,103 @@ static int run_siege(int n, int m, const char *self_path)
 	return 0;
 }
 
+/* -------------------------------------------------------------- stop */
+
+/* The OS pid of job process `pid` on this host, from /proc (or -1). */
+static pid_t find_ospid(int pid)
+{
+	const char *key = getenv("PCOR_JOB_KEY");
+	CHECK(key);
+	char want_pid[64], want_key[128];
+	snprintf(want_pid, sizeof(want_pid), "PCOR_JOB_PID=%d", pid);
+	snprintf(want_key, sizeof(want_key), "PCOR_JOB_KEY=%s", key);
+	DIR *d = opendir("/proc");
+	CHECK(d);
+	pid_t found = -1;
+	struct dirent *de;
+	static char env[1 << 16];
+	while (found < 0 && (de = readdir(d))) {
+		char path[300];
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/environ", de->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t n = fread(env, 1, sizeof(env) - 1, f);
+		fclose(f);
+		env[n] = '\0';
+		bool p = false, k = false;
+		for (size_t i = 0; i < n; i += strlen(env + i) + 1) {
+			p = p || !strcmp(env + i, want_pid);
+			k = k || !strcmp(env + i, want_key);
+		}
+		if (p && k)
+			found = (pid_t)atoi(de->d_name);
+	}
+	closedir(d);
+	return found;
+}
+
+static int run_stop(int n)
+{
+	CHECK(n >= 2);
+	int victim = n - 1;
+	int64_t bound = (getenv("PCOR_TEST_SLOW") ? 10 : 2) * SEC;
+	CHECK_OK(pcor_member_callback(on_member, NULL));
+	barrier("cb", n);
+	if (me == victim) {
+		/* Stopped in here; afterwards everyone else is lost to us. */
+		CHECK_OK(pcor_name_publish("stop/ready", me, 0));
+		CHECK(wait_events(PCOR_MEMBER_FAILURE, n - 1, 60 * SEC));
+		for (int q = 0; q < victim; q++) {
+			pcor_proc_info_t pi;
+			CHECK_RC(pcor_proc_info(q, &pi), PCOR_ERR_PEER_LOST);
+			pcor_handle_t h;
+			int rc = pcor_send_copy(q, 0, 1, "x", 1, &h);
+			CHECK(rc == PCOR_ERR_PEER_LOST ||
+			      (rc == PCOR_OK && pcor_handle_test(h, PCOR_BLOCK) ==
+						       PCOR_ERR_PEER_LOST));
+		}
+		printf("stop: fenced out after resuming\n");
+		return 0;
+	}
+	int64_t t0 = 0;
+	pid_t os = -1;
+	if (me == 0) {
+		/* The victim is past the barrier: stopping it breaks nothing. */
+		int pid, thid;
+		CHECK_OK(pcor_name_lookup("stop/ready", 30 * SEC, &pid, &thid));
+		os = find_ospid(victim);
+		CHECK(os > 0);
+		t0 = now_ns();
+		CHECK(kill(os, SIGSTOP) == 0);
+	}
+	CHECK(wait_events(PCOR_MEMBER_FAILURE, 1, 30 * SEC));
+	pthread_mutex_lock(&ev_mu);
+	int failures = ev_count[PCOR_MEMBER_FAILURE];
+	int who = ev_last_pid[PCOR_MEMBER_FAILURE];
+	int64_t t_lost = ev_fail_ns[victim];
+	pthread_mutex_unlock(&ev_mu);
+	CHECK(failures == 1 && who == victim);
+	pcor_proc_info_t pi;
+	CHECK_RC(pcor_proc_info(victim, &pi), PCOR_ERR_PEER_LOST);
+	CHECK(pi.state == PCOR_PROC_FAILED);
+	if (me == 0) {
+		printf("stop: PEER_LOST %.1f ms after SIGSTOP\n",
+		       (double)(t_lost - t0) / 1e6);
+		CHECK(t_lost - t0 < bound);
+		CHECK(kill(os, SIGCONT) == 0);
+	}
+	barrier("after", n - 1);
+	/* Nobody else was taken for lost meanwhile. */
+	pthread_mutex_lock(&ev_mu);
+	failures = ev_count[PCOR_MEMBER_FAILURE];
+	pthread_mutex_unlock(&ev_mu);
+	CHECK(failures == 1);
+	return 0;
+}
+
 /* ------------------------------------------------------------- bench */
 
 static int run_bench_lookup(int n)
@@ -775,6 +878,8 @@ int main(int argc, char **argv)
 		rc = run_kill(a);
 	else if (!strcmp(what, "rogue"))
 		rc = run_rogue(a);
+	else if (!strcmp(what, "stop"))
+		rc = run_stop(a);
 	else if (!strcmp(what, "siege"))
 		rc = run_siege(a, b, argv[0]);
 	else if (!strcmp(what, "exit")) {
