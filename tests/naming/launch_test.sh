@@ -18,6 +18,8 @@
 #             and the launcher; then all saw the same
 #   stop      a process stopped with SIGSTOP is declared lost within the
 #             peer timeout; resumed, it finds itself fenced out
+#   linkdown  the network link of one "host" goes down mid-run: the
+#             others declare its process lost within the peer timeout
 #   badkey    each process first tries a wrong job key: PCOR_ERR_AUTH, and
 #             both sides name the key that was refused; then the job runs
 set -u
@@ -67,6 +69,37 @@ views_agree() {
 	[ "$n" -eq "$2" ] || fail "$n of $2 processes printed their view"
 	n=$(grep -- "] $1: view " "$tmp/out" | sed 's/^.*] //' | sort -u | wc -l)
 	[ "$n" -eq 1 ] || fail "the processes saw $n different views"
+}
+
+# make_hosts: three "hosts" (network namespaces) on a private bridge in a
+# fourth, $ctl; sets ctl, net, hosts and hostlist.
+make_hosts() {
+	command -v ip >/dev/null || skip "ip (iproute2) is not installed"
+	tag="pc$$"
+	ctl="${tag}ctl"
+	ip netns add "$ctl" 2>"$tmp/err" ||
+		skip "cannot create network namespaces (no CAP_NET_ADMIN?): $(cat "$tmp/err")"
+	namespaces+=("$ctl")
+	# A private segment that exists only inside these namespaces.
+	net="10.213.$(( $$ % 250 + 1 ))"
+	ip -n "$ctl" link set lo up
+	ip -n "$ctl" link add br0 type bridge || fail "no bridge support"
+	ip -n "$ctl" addr add "$net.1/24" dev br0
+	ip -n "$ctl" link set br0 up
+	hosts=()
+	for i in 1 2 3; do
+		ns="${tag}h$i"
+		ip netns add "$ns" || fail "ip netns add $ns"
+		namespaces+=("$ns")
+		hosts+=("$ns")
+		ip -n "$ns" link set lo up
+		ip -n "$ctl" link add "v$i" type veth peer name eth0 netns "$ns" ||
+			fail "no veth support"
+		ip -n "$ctl" link set "v$i" master br0 up
+		ip -n "$ns" addr add "$net.$((i + 1))/24" dev eth0
+		ip -n "$ns" link set eth0 up
+	done
+	hostlist=$(IFS=,; echo "${hosts[*]}")
 }
 
 # The marker rides along as an extra, ignored argument.
@@ -155,6 +188,19 @@ stop)
 		fail "the resumed process did not say it was fenced out"
 	no_leftovers
 	;;
+linkdown)
+	make_hosts
+	# pid 2 runs on the third host; pid 0 takes that host's link down.
+	FAULT_CMD="ip -n ${hosts[2]} link set eth0 down" \
+		run_job 0 90 ip netns exec "$ctl" "$pcorrun" -n 3 -H "$hostlist" \
+		--rsh 'ip netns exec %h' --agent-if "$net.1" --tag-output \
+		-x FAULT_CMD "$app" stop 3 "$marker"
+	[ "$(count 'stop: ok')" -eq 3 ] || fail "3 processes should pass"
+	[ "$(count 'stop: cut off from everyone')" -eq 1 ] ||
+		fail "the cut-off process did not see everyone lost"
+	grep -h "PEER_LOST .* after the fault" "$tmp/out"
+	no_leftovers
+	;;
 badkey)
 	run_job 0 60 "$pcorrun" -n 2 --tag-output "$app" badkey 2 "$marker"
 	[ "$(count 'badkey: refused')" -eq 2 ] || fail "2 processes refused"
@@ -168,32 +214,7 @@ badkey)
 	no_leftovers
 	;;
 netns)
-	command -v ip >/dev/null || skip "ip (iproute2) is not installed"
-	tag="pc$$"
-	ctl="${tag}ctl"
-	ip netns add "$ctl" 2>"$tmp/err" ||
-		skip "cannot create network namespaces (no CAP_NET_ADMIN?): $(cat "$tmp/err")"
-	namespaces+=("$ctl")
-	# A private segment that exists only inside these namespaces.
-	net="10.213.$(( $$ % 250 + 1 ))"
-	ip -n "$ctl" link set lo up
-	ip -n "$ctl" link add br0 type bridge || fail "no bridge support"
-	ip -n "$ctl" addr add "$net.1/24" dev br0
-	ip -n "$ctl" link set br0 up
-	hosts=()
-	for i in 1 2 3; do
-		ns="${tag}h$i"
-		ip netns add "$ns" || fail "ip netns add $ns"
-		namespaces+=("$ns")
-		hosts+=("$ns")
-		ip -n "$ns" link set lo up
-		ip -n "$ctl" link add "v$i" type veth peer name eth0 netns "$ns" ||
-			fail "no veth support"
-		ip -n "$ctl" link set "v$i" master br0 up
-		ip -n "$ns" addr add "$net.$((i + 1))/24" dev eth0
-		ip -n "$ns" link set eth0 up
-	done
-	hostlist=$(IFS=,; echo "${hosts[*]}")
+	make_hosts
 	run_job 0 120 ip netns exec "$ctl" "$pcorrun" -n 3 -H "$hostlist" \
 		--rsh 'ip netns exec %h' --agent-if "$net.1" --tag-output \
 		"$app" basic 3 hosts 3 "$marker"

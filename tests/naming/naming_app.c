@@ -29,7 +29,10 @@
  *                      must get its failure event within the peer
  *                      timeout (2 s; PCOR_TEST_SLOW=1: 10 s), measured
  *                      from the signal; then it is resumed and must find
- *                      itself fenced out (everyone else lost to it)
+ *                      itself fenced out (everyone else lost to it).
+ *                      With FAULT_CMD set, pid 0 runs that command as
+ *                      the fault instead (e.g. taking pid N-1's network
+ *                      link down); pid N-1 then finds itself cut off
  *   exit N K CODE      pid K exits with CODE right after pcor_init
  *   alone              one process without a launcher
  *   bench-lookup N     cost of uncached and cached pid lookups (pid 0)
@@ -745,7 +748,9 @@ static int run_stop(int n)
 			      (rc == PCOR_OK && pcor_handle_test(h, PCOR_BLOCK) ==
 						       PCOR_ERR_PEER_LOST));
 		}
-		printf("stop: fenced out after resuming\n");
+		printf("stop: %s\n", getenv("FAULT_CMD")
+					      ? "cut off from everyone"
+					      : "fenced out after resuming");
 		return 0;
 	}
 	int64_t t0 = 0;
@@ -754,10 +759,16 @@ static int run_stop(int n)
 		/* The victim is past the barrier: stopping it breaks nothing. */
 		int pid, thid;
 		CHECK_OK(pcor_name_lookup("stop/ready", 30 * SEC, &pid, &thid));
-		os = find_ospid(victim);
-		CHECK(os > 0);
+		const char *cmd = getenv("FAULT_CMD");
+		if (!cmd) {
+			os = find_ospid(victim);
+			CHECK(os > 0);
+		}
 		t0 = now_ns();
-		CHECK(kill(os, SIGSTOP) == 0);
+		if (cmd)
+			CHECK(system(cmd) == 0);
+		else
+			CHECK(kill(os, SIGSTOP) == 0);
 	}
 	CHECK(wait_events(PCOR_MEMBER_FAILURE, 1, 30 * SEC));
 	pthread_mutex_lock(&ev_mu);
@@ -770,10 +781,11 @@ static int run_stop(int n)
 	CHECK_RC(pcor_proc_info(victim, &pi), PCOR_ERR_PEER_LOST);
 	CHECK(pi.state == PCOR_PROC_FAILED);
 	if (me == 0) {
-		printf("stop: PEER_LOST %.1f ms after SIGSTOP\n",
-		       (double)(t_lost - t0) / 1e6);
+		printf("stop: PEER_LOST %.1f ms after %s\n",
+		       (double)(t_lost - t0) / 1e6, os > 0 ? "SIGSTOP" : "the fault");
 		CHECK(t_lost - t0 < bound);
-		CHECK(kill(os, SIGCONT) == 0);
+		if (os > 0)
+			CHECK(kill(os, SIGCONT) == 0);
 	}
 	barrier("after", n - 1);
 	/* Nobody else was taken for lost meanwhile. */
