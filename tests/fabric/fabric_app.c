@@ -566,6 +566,9 @@ static int run_kill(void)
 		big_send_start(big, MiB, 5, &h);
 		/* Die with the transfer under way (pid 0 asked for it). */
 		await(0, TAG_NOTE);
+		/* run.sh checks that nothing named after us outlives us. */
+		printf("kill: os pid %d\n", (int)getpid());
+		fflush(stdout);
 		kill(getpid(), SIGKILL);
 		return 1;
 	}
