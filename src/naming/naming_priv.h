@@ -429,6 +429,8 @@ typedef struct pcori_nm {
 extern pcori_nm_t pcori_nm;
 
 /* agent.c */
+/* Request ids of the agent's own registrations carry this bit. */
+#define PCORI_REQID_REG 0x80000000u
 /* Request ids of launcher probes: this bit, plus the pid asked about. */
 #define PCORI_REQID_PROBE 0x40000000u
 int pcori_agent_start(pcori_boot_out_t *bo);
@@ -438,6 +440,19 @@ void pcori_agent_member_gone(pcori_view_t *e, bool bye);
 pcori_view_t *pcori_agent_view(int pid);
 bool pcori_agent_view_live(const pcori_view_t *e);
 bool pcori_agent_is_peer(const pcori_conn_t *c);
+
+/* req.c */
+void pcori_dreq_complete(pcori_dreq_t *r, int status);
+/* The agent r was sent to went away: try the next home or give up. */
+void pcori_dreq_retarget(pcori_dreq_t *r);
+/* JOIN and SPAWN waiters: complete those whose condition now holds. */
+void pcori_dreq_check_waiting(void);
+/* Membership changed: re-send the own entry and names to their homes. */
+void pcori_dreq_rehome(void);
+/* A REPLY (reqid, status, rest of the body) arrived. */
+void pcori_dreq_reply_in(uint32_t reqid, int status, pcori_rbuf_t *r);
+/* An application request from the queue: start it. */
+void pcori_dreq_start(pcori_dreq_t *r);
 
 /* dial.c */
 void pcori_dial(pcori_view_t *e);
