@@ -32,7 +32,10 @@
  *                      itself fenced out (everyone else lost to it).
  *                      With FAULT_CMD set, pid 0 runs that command as
  *                      the fault instead (e.g. taking pid N-1's network
- *                      link down); pid N-1 then finds itself cut off
+ *                      link down); pid N-1 then finds itself cut off.
+ *                      With FAULT_XFER=BYTES, pid N-1 is sending that
+ *                      much to pid 0 when the fault comes: pid 0's
+ *                      receive must end with PEER_LOST within the bound
  *   exit N K CODE      pid K exits with CODE right after pcor_init
  *   alone              one process without a launcher
  *   bench-lookup N     cost of uncached and cached pid lookups (pid 0)
@@ -734,8 +737,19 @@ static int run_stop(int n)
 	int victim = n - 1;
 	int64_t bound = (getenv("PCOR_TEST_SLOW") ? 10 : 2) * SEC;
 	CHECK_OK(pcor_member_callback(on_member, NULL));
+	size_t xfer = getenv("FAULT_XFER") ? (size_t)atoll(getenv("FAULT_XFER"))
+					   : 0;
+	uint8_t *xbuf = xfer ? malloc(xfer) : NULL;
+	pcor_handle_t hx = 0;
+	CHECK(!xfer || xbuf);
+	if (xfer && me == 0)
+		CHECK_OK(pcor_recv_copy(victim, 0, 77, xbuf, xfer, NULL, &hx));
 	barrier("cb", n);
 	if (me == victim) {
+		if (xfer) {
+			memset(xbuf, 0x3c, xfer);
+			CHECK_OK(pcor_send_copy(0, 0, 77, xbuf, xfer, &hx));
+		}
 		/* Stopped in here; afterwards everyone else is lost to us. */
 		CHECK_OK(pcor_name_publish("stop/ready", me, 0));
 		CHECK(wait_events(PCOR_MEMBER_FAILURE, n - 1, 60 * SEC));
@@ -747,6 +761,12 @@ static int run_stop(int n)
 			CHECK(rc == PCOR_ERR_PEER_LOST ||
 			      (rc == PCOR_OK && pcor_handle_test(h, PCOR_BLOCK) ==
 						       PCOR_ERR_PEER_LOST));
+		}
+		if (xfer) {
+			/* Copied out (OK) or cut off, never left pending. */
+			int rc = pcor_handle_test(hx, PCOR_BLOCK);
+			CHECK(rc == PCOR_OK || rc == PCOR_ERR_PEER_LOST);
+			free(xbuf);
 		}
 		printf("stop: %s\n", getenv("FAULT_CMD")
 					      ? "cut off from everyone"
@@ -764,12 +784,26 @@ static int run_stop(int n)
 			os = find_ospid(victim);
 			CHECK(os > 0);
 		}
+		/* The transfer is under way when the fault comes. */
+		if (xfer)
+			CHECK_RC(pcor_handle_test(hx, PCOR_NONBLOCK),
+				 PCOR_INPROGRESS);
 		t0 = now_ns();
 		if (cmd)
 			CHECK(system(cmd) == 0);
 		else
 			CHECK(kill(os, SIGSTOP) == 0);
+		if (xfer) {
+			CHECK_RC(pcor_handle_test(hx, PCOR_BLOCK),
+				 PCOR_ERR_PEER_LOST);
+			int64_t t = now_ns() - t0;
+			printf("stop: the %zu-byte receive ended with PEER_LOST "
+			       "%.1f ms after the fault\n",
+			       xfer, (double)t / 1e6);
+			CHECK(t < bound);
+		}
 	}
+	free(xbuf);
 	CHECK(wait_events(PCOR_MEMBER_FAILURE, 1, 30 * SEC));
 	pthread_mutex_lock(&ev_mu);
 	int failures = ev_count[PCOR_MEMBER_FAILURE];
