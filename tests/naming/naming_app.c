@@ -773,6 +773,11 @@ static int run_stop(int n)
 					      : "fenced out after resuming");
 		return 0;
 	}
+	/*
+	 * Every survivor is past the first barrier too: the victim's names
+	 * vanish with it.
+	 */
+	barrier("armed", n - 1);
 	int64_t t0 = 0;
 	pid_t os = -1;
 	if (me == 0) {
