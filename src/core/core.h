@@ -213,7 +213,7 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	  "launcher")                                                          \
 	X(AGENT_PORTS, agent_ports, STRING, "0", 0, 0,                         \
 	  "TCP port or range lo-hi for the directory agent; 0: any")           \
-	X(AUTH_TIMEOUT_MS, auth_timeout_ms, INT, "5000", 10, 600000,           \
+	X(AUTH_TIMEOUT_MS, auth_timeout_ms, INT, "2000", 10, 600000,           \
 	  "time a control connection has to authenticate and say hello")       \
 	X(BACKPRESSURE_MS, backpressure_ms, INT, "1000", 0, 3600000,           \
 	  "how long a send waits for room in a full receiver pool before "     \
@@ -235,6 +235,9 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(EAGER_MAX, eager_max, SIZE, "64k", 0, 2 << 20,                       \
 	  "messages up to this size are sent eagerly; larger ones by "         \
 	  "rendezvous (at most 32 fragments)")                                 \
+	X(FAULT_CONNECT_PCT, fault_connect_pct, INT, "0", 0, 100,              \
+	  "testing: this percentage of the directory agent's connection "     \
+	  "attempts to other agents fail on purpose (fault injection)")        \
 	X(FRAG_SIZE, frag_size, SIZE, "64k", 1024, 16 << 20,                   \
 	  "largest fragment a port sends; messages are cut into fragments "    \
 	  "of this size")                                                      \
@@ -270,6 +273,9 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	  "messages held at once")                                             \
 	X(NAMING_TIMEOUT_MS, naming_timeout_ms, INT, "10000", 10, 3600000,     \
 	  "how long a directory request waits for another agent's answer")     \
+	X(PEER_TIMEOUT_MS, peer_timeout_ms, INT, "1500", 100, 3600000,         \
+	  "a process that cannot be reached for this long, despite retries, " \
+	  "is declared lost")                                                  \
 	X(PMIX, pmix, STRING, "auto", 0, 0,                                    \
 	  "bootstrap through PMIx: auto (when a PMIx server started us), on, " \
 	  "off")                                                               \
@@ -303,6 +309,12 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(STATS, stats, INT, "0", 0, 1,                                        \
 	  "1: at finalize, print each port's counters on stderr, one line "    \
 	  "per port (pcor-stats,key=value,...)")                               \
+	X(UNAUTH_MAX, unauth_max, INT, "256", 1, 65536,                        \
+	  "directory agent: connections still authenticating, in total; "     \
+	  "past it the oldest is closed (members are never counted)")         \
+	X(UNAUTH_PER_ADDR, unauth_per_addr, INT, "64", 1, 65536,               \
+	  "directory agent: connections still authenticating from one IP "     \
+	  "address; past it that address's oldest is closed")                 \
 	X(UNEXP_BYTES, unexp_bytes, SIZE, "1g", 0, (1LL << 46),                \
 	  "bytes of unexpected message data held at once per process")
 

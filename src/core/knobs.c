@@ -1,7 +1,8 @@
 /*
  * knobs.c -- the table of PCOR_* environment variables and its parser.
  * The table is generated from PCORI_KNOBS in core.h: one declaration per
- * knob, read here, printed by pcor_info.
+ * knob, read here, printed by pcor_info.  A variable that is unset or
+ * set to the empty string takes the knob's default.
  */
 #include "core.h"
 
@@ -107,6 +108,12 @@ int pcori_config_load(pcori_config_t *cfg)
 		if (knob_set(cfg, k, k->defval))
 			pcori_panic(__FILE__, __LINE__, "bad knob default");
 		const char *val = getenv(env);
+		/*
+		 * Set but empty ("PCOR_X=") means the default, as an unset
+		 * variable does: scripts often clear a knob that way.
+		 */
+		if (val && !*val)
+			val = NULL;
 		if (val && knob_set(cfg, k, val)) {
 			/* Logging is not set up yet: say it on stderr. */
 			if (k->type == PCORI_KNOB_STRING)

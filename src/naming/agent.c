@@ -18,7 +18,9 @@
  *    tell waiting lookups to retry; so nothing needs migrating.
  *  - Application threads never touch sockets.  They queue a request
  *    (pcori_dreq_t) and sleep on its word; the agent completes every
- *    request by its deadline at the latest.
+ *    request by its deadline at the latest (req.c).
+ *  - Connecting and liveness (retries, suspicion, heartbeats, fencing)
+ *    are in dial.c; admission of unauthenticated connections in admit.c.
  *  - Membership hooks run on this thread with no lock held.
  */
 #include "naming_priv.h"
@@ -36,12 +38,6 @@ pcori_nm_t pcori_nm;
 
 enum { CONN_NEW = 0, CONN_PEER, CONN_SEED };
 
-/* Request ids with this bit are the agent's own registrations. */
-#define REQID_REG 0x80000000u
-#define MAX_UNAUTH 1024
-
-static int n_unauth;
-
 static int self_pid(void)
 {
 	return NM.boot.pid;
@@ -51,6 +47,14 @@ static pcori_view_t *view_find(int pid)
 {
 	pcori_view_t *e;
 	HASH_FIND_INT(NM.view, &pid, e);
+	return e;
+}
+
+pcori_view_t *pcori_agent_view(int pid)
+{
+	pcori_lock(&NM.lock);
+	pcori_view_t *e = view_find(pid);
+	pcori_unlock(&NM.lock);
 	return e;
 }
 
@@ -73,6 +77,11 @@ static pcori_view_t *view_get(int pid, const char *agent)
 static bool view_live(const pcori_view_t *e)
 {
 	return e->state == PCORI_VIEW_JOINING || e->state == PCORI_MEMBER_ALIVE;
+}
+
+bool pcori_agent_view_live(const pcori_view_t *e)
+{
+	return view_live(e);
 }
 
 /* ------------------------------------------------------------- sending */
@@ -101,6 +110,11 @@ static void conn_push(pcori_conn_t *c, const pcori_wbuf_t *frame)
 		arm(c);
 }
 
+void pcori_agent_push(pcori_conn_t *c, const pcori_wbuf_t *frame)
+{
+	conn_push(c, frame);
+}
+
 void pcori_agent_to(int pid, pcori_wbuf_t *frame)
 {
 	if (pid == self_pid()) {
@@ -121,8 +135,6 @@ void pcori_agent_to(int pid, pcori_wbuf_t *frame)
 		pcori_w_bytes(&e->backlog, frame->p, frame->len);
 }
 
-static void handle_reply(uint32_t reqid, int status, pcori_rbuf_t *r);
-
 void pcori_agent_reply(int src, uint32_t reqid, int status,
 		       pcori_wbuf_t *payload)
 {
@@ -132,7 +144,7 @@ void pcori_agent_reply(int src, uint32_t reqid, int status,
 		pcori_rbuf_t r;
 		pcori_rbuf_init(&r, payload ? payload->p : NULL,
 				payload ? payload->len : 0);
-		handle_reply(reqid, status, &r);
+		pcori_dreq_reply_in(reqid, status, &r);
 		return;
 	}
 	pcori_wbuf_t w = {0};
@@ -146,483 +158,14 @@ void pcori_agent_reply(int src, uint32_t reqid, int status,
 	pcori_wbuf_free(&w);
 }
 
-/* ---------------------------------------------------------------- homes */
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
-
-int pcori_agent_home_of(uint64_t key_hash)
-{
-	int best = self_pid();
-	uint64_t best_score = 0;
-	bool any = false;
-	pcori_lock(&NM.lock);
-	for (pcori_view_t *e = NM.view; e; e = e->hh.next) {
-		if (!view_live(e))
-			continue;
-		uint64_t s = mix64(key_hash ^ pcori_hash_pid(e->pid));
-		if (!any || s > best_score || (s == best_score && e->pid < best)) {
-			best = e->pid;
-			best_score = s;
-			any = true;
-		}
-	}
-	pcori_unlock(&NM.lock);
-	return best;
-}
-
-static void send_reg(int home)
-{
-	pcori_wbuf_t w = {0};
-	pcori_frame_begin(&w, PCORI_CTL_REG);
-	pcori_w_u32(&w, REQID_REG | (NM.next_reqid++ & 0x7fffffffu));
-	pcori_lock(&NM.lock);
-	pcori_w_member(&w, &NM.self);
-	pcori_unlock(&NM.lock);
-	NM.self_home = home;
-	if (pcori_frame_end(&w))
-		pcori_agent_to(home, &w);
-	pcori_wbuf_free(&w);
-}
-
-static void send_pub(int home, const pcori_myname_t *n, uint32_t reqid,
-		     uint8_t flags)
-{
-	pcori_wbuf_t w = {0};
-	pcori_frame_begin(&w, PCORI_CTL_PUB);
-	pcori_w_u32(&w, reqid);
-	pcori_w_u8(&w, flags);
-	pcori_w_u32(&w, (uint32_t)n->pid);
-	pcori_w_u32(&w, (uint32_t)n->thid);
-	pcori_w_str(&w, n->name);
-	if (pcori_frame_end(&w))
-		pcori_agent_to(home, &w);
-	pcori_wbuf_free(&w);
-}
-
-/* Membership changed: move what we own to its new homes. */
-static void rehome(void)
-{
-	if (NM.self_home >= 0) {
-		int h = pcori_agent_home_of(pcori_hash_pid(self_pid()));
-		if (h != NM.self_home)
-			send_reg(h);
-	}
-	for (pcori_myname_t *n = NM.mynames; n; n = n->hh.next) {
-		int h = pcori_agent_home_of(pcori_hash_str(n->name));
-		if (h != n->home) {
-			send_pub(h, n, 0, PCORI_PUB_REPUBLISH);
-			n->home = h;
-		}
-	}
-	pcori_home_retry_waiters();
-}
-
-/* ------------------------------------------------------------- requests */
-
-static void complete(pcori_dreq_t *r, int status)
-{
-	r->status = status;
-	pcori_wake_word(&r->done, PCORI_REQ_DONE);
-}
-
-static void pending_add(pcori_dreq_t *r, int target)
-{
-	r->reqid = ++NM.next_reqid & 0x7fffffffu;
-	if (!r->reqid)
-		r->reqid = ++NM.next_reqid & 0x7fffffffu;
-	r->target = target;
-	HASH_ADD(hh, NM.pending, reqid, sizeof(r->reqid), r);
-}
-
-/* Send r's request frame to target; the reply comes to handle_reply. */
-static void send_req(pcori_dreq_t *r, int target)
-{
-	pcori_wbuf_t w = {0};
-	pending_add(r, target);
-	switch (r->op) {
-	case PCORI_OP_MLOOKUP:
-		pcori_frame_begin(&w, PCORI_CTL_MLOOKUP);
-		pcori_w_u32(&w, r->reqid);
-		pcori_w_u32(&w, (uint32_t)r->pid);
-		break;
-	case PCORI_OP_PUB:
-		pcori_frame_begin(&w, PCORI_CTL_PUB);
-		pcori_w_u32(&w, r->reqid);
-		pcori_w_u8(&w, 0);
-		pcori_w_u32(&w, (uint32_t)r->pid);
-		pcori_w_u32(&w, (uint32_t)r->thid);
-		pcori_w_str(&w, r->name);
-		break;
-	case PCORI_OP_UNPUB:
-		pcori_frame_begin(&w, PCORI_CTL_UNPUB);
-		pcori_w_u32(&w, r->reqid);
-		pcori_w_str(&w, r->name);
-		break;
-	case PCORI_OP_NLOOKUP: {
-		int64_t ms = 0;
-		if (r->wait_ms < 0)
-			ms = UINT32_MAX;
-		else if (r->wait_ms > 0) {
-			uint64_t now = pcori_now_ns();
-			uint64_t end = r->deadline_ns - (uint64_t)NM.req_timeout_ms *
-							       1000000ull;
-			ms = end > now ? (int64_t)((end - now) / 1000000) : 0;
-		}
-		pcori_frame_begin(&w, PCORI_CTL_NLOOKUP);
-		pcori_w_u32(&w, r->reqid);
-		pcori_w_u32(&w, (uint32_t)PCORI_MIN(ms, (int64_t)UINT32_MAX));
-		pcori_w_str(&w, r->name);
-		break;
-	}
-	case PCORI_OP_SPAWN: {
-		pcori_frame_begin(&w, PCORI_CTL_SPAWN);
-		pcori_w_u32(&w, r->reqid);
-		pcori_w_str(&w, r->host ? r->host : "");
-		uint16_t argc = 0;
-		while (r->argv[argc] && argc < PCORI_SPAWN_ARGS_MAX)
-			argc++;
-		pcori_w_u16(&w, argc);
-		for (uint16_t i = 0; i < argc; i++)
-			pcori_w_str(&w, r->argv[i]);
-		break;
-	}
-	default:
-		PCORI_ASSERT(0);
-	}
-	if (!pcori_frame_end(&w)) {
-		HASH_DEL(NM.pending, r);
-		pcori_wbuf_free(&w);
-		complete(r, w.err ? PCOR_ERR_NOMEM : PCOR_ERR_INVAL);
-		return;
-	}
-	if (target == -2)
-		conn_push(NM.seed, &w);
-	else
-		pcori_agent_to(target, &w);
-	pcori_wbuf_free(&w);
-}
-
-static int key_home(const pcori_dreq_t *r)
-{
-	if (r->op == PCORI_OP_MLOOKUP)
-		return pcori_agent_home_of(pcori_hash_pid(r->pid));
-	return pcori_agent_home_of(pcori_hash_str(r->name));
-}
-
-/* The agent r was sent to went away: try the next home or give up. */
-static void retarget(pcori_dreq_t *r)
-{
-	HASH_DEL(NM.pending, r);
-	if (r->op == PCORI_OP_UNPUB) {
-		complete(r, PCOR_OK); /* the entry went with its home */
-		return;
-	}
-	if ((r->op == PCORI_OP_MLOOKUP && r->phase == 1) ||
-	    r->op == PCORI_OP_SPAWN || ++r->attempts > 8) {
-		complete(r, PCOR_ERR_PEER_LOST);
-		return;
-	}
-	send_req(r, key_home(r));
-}
-
-static bool join_done(void)
-{
-	if (!NM.registered)
-		return false;
-	bool done = true;
-	pcori_lock(&NM.lock);
-	for (pcori_view_t *e = NM.view; e && done; e = e->hh.next) {
-		if (e->pid == self_pid())
-			continue;
-		/* The initial members must be registered... */
-		if (e->pid < NM.boot.nprocs && e->state == PCORI_VIEW_JOINING)
-			done = false;
-		/* ...and we must reach everyone we were told about. */
-		if (e->dialed && !e->conn && view_live(e))
-			done = false;
-	}
-	pcori_unlock(&NM.lock);
-	return done;
-}
-
-/* JOIN and SPAWN requests wait here for membership to catch up. */
-static void check_waiting(void)
-{
-	pcori_list_t *pos, *tmp;
-	pcori_list_foreach_safe(pos, tmp, &NM.waiting)
-	{
-		pcori_dreq_t *r = PCORI_CONTAINER_OF(pos, pcori_dreq_t, link);
-		int st = 0;
-		if (r->op == PCORI_OP_JOIN) {
-			if (!join_done())
-				continue;
-			pcori_lock(&NM.lock);
-			NM.joined = true;
-			pcori_unlock(&NM.lock);
-		} else {
-			pcori_lock(&NM.lock);
-			pcori_view_t *e = view_find(r->out_pid);
-			int s = e ? e->state : PCORI_VIEW_JOINING;
-			pcori_unlock(&NM.lock);
-			if (s == PCORI_VIEW_JOINING)
-				continue;
-			st = s == PCORI_MEMBER_ALIVE ? PCOR_OK
-						      : PCOR_ERR_PEER_LOST;
-		}
-		pcori_list_remove(&r->link);
-		complete(r, st);
-	}
-}
-
-static void send_ready(void)
-{
-	if (NM.ready_sent)
-		return;
-	NM.ready_sent = true;
-	pcori_wbuf_t w = {0};
-	pcori_frame_begin(&w, PCORI_CTL_READY);
-	pcori_lock(&NM.lock);
-	pcori_w_member(&w, &NM.self);
-	pcori_unlock(&NM.lock);
-	if (pcori_frame_end(&w)) {
-		pcori_list_t *pos;
-		pcori_list_foreach(pos, &NM.conns)
-		{
-			pcori_conn_t *c =
-				PCORI_CONTAINER_OF(pos, pcori_conn_t, link);
-			if (c->hello_sent)
-				conn_push(c, &w);
-		}
-	}
-	pcori_wbuf_free(&w);
-}
-
-static void handle_reply(uint32_t reqid, int status, pcori_rbuf_t *r)
-{
-	if (reqid & REQID_REG) {
-		if (status == PCOR_OK && !NM.registered) {
-			NM.registered = true;
-			pcori_lock(&NM.lock);
-			pcori_view_t *me = view_find(self_pid());
-			if (me)
-				me->state = PCORI_MEMBER_ALIVE;
-			pcori_unlock(&NM.lock);
-			send_ready();
-			check_waiting();
-		}
-		return;
-	}
-	pcori_dreq_t *q;
-	HASH_FIND(hh, NM.pending, &reqid, sizeof(reqid), q);
-	if (!q)
-		return; /* late: already timed out or retried */
-	HASH_DEL(NM.pending, q);
-	switch (q->op) {
-	case PCORI_OP_MLOOKUP: {
-		if (status == PCOR_ERR_NOTFOUND && q->phase == 0 &&
-		    q->pid != q->target) {
-			/* Not at home (yet): ask the process itself. */
-			q->phase = 1;
-			send_req(q, q->pid);
-			return;
-		}
-		if (status) {
-			complete(q, status == PCOR_ERR_NOTFOUND
-					    ? PCOR_ERR_NOPEER
-					    : status);
-			return;
-		}
-		pcori_member_t m;
-		pcori_r_member(r, &m);
-		if (!pcori_r_done(r) || m.pid != q->pid) {
-			complete(q, PCOR_ERR_PROTO);
-			return;
-		}
-		pcori_lock(&NM.lock);
-		pcori_view_t *e = view_find(q->pid);
-		if (e && e->state == PCORI_MEMBER_ALIVE) {
-			e->member = m;
-			e->member.state = PCORI_MEMBER_ALIVE;
-			e->cached = true;
-		}
-		pcori_unlock(&NM.lock);
-		*q->out_member = m;
-		q->out_member->state = PCORI_MEMBER_ALIVE;
-		complete(q, PCOR_OK);
-		return;
-	}
-	case PCORI_OP_PUB:
-		if (status == PCOR_OK) {
-			pcori_myname_t *n = calloc(1, sizeof(*n));
-			if (!n) {
-				complete(q, PCOR_ERR_NOMEM);
-				return;
-			}
-			snprintf(n->name, sizeof(n->name), "%s", q->name);
-			n->pid = q->pid;
-			n->thid = q->thid;
-			n->home = q->target;
-			HASH_ADD_STR(NM.mynames, name, n);
-		}
-		complete(q, status);
-		return;
-	case PCORI_OP_UNPUB:
-		complete(q, status == PCOR_ERR_NOTFOUND ? PCOR_OK : status);
-		return;
-	case PCORI_OP_NLOOKUP:
-		if (status == PCOR_ERR_AGAIN) {
-			send_req(q, key_home(q)); /* the home moved */
-			return;
-		}
-		if (status == PCOR_OK) {
-			uint32_t pid = pcori_r_u32(r), thid = pcori_r_u32(r);
-			if (!pcori_r_done(r) || pid > INT_MAX || thid > INT_MAX) {
-				complete(q, PCOR_ERR_PROTO);
-				return;
-			}
-			q->out_pid = (int)pid;
-			q->out_thid = (int)thid;
-		} else if (status == PCOR_ERR_NOTFOUND && q->wait_ms) {
-			status = PCOR_ERR_TIMEDOUT;
-		}
-		complete(q, status);
-		return;
-	case PCORI_OP_SPAWN: {
-		if (status) {
-			complete(q, status);
-			return;
-		}
-		uint32_t pid = pcori_r_u32(r);
-		if (!pcori_r_done(r) || pid > INT_MAX) {
-			complete(q, PCOR_ERR_PROTO);
-			return;
-		}
-		q->out_pid = (int)pid;
-		pcori_dir_grow_nprocs((int)pid);
-		/* Done when the newcomer says READY (or fails). */
-		pcori_list_push_back(&NM.waiting, &q->link);
-		check_waiting();
-		return;
-	}
-	default:
-		complete(q, PCOR_ERR_PROTO);
-	}
-}
-
-/* A request from an application thread, on the agent thread. */
-static void start_request(pcori_dreq_t *r)
-{
-	uint64_t now = pcori_now_ns();
-	uint64_t rt = (uint64_t)NM.req_timeout_ms * 1000000ull;
-	r->target = -1;
-	r->phase = 0;
-	r->attempts = 0;
-	r->deadline_ns = now + rt;
-	switch (r->op) {
-	case PCORI_OP_JOIN:
-		r->deadline_ns = now + (uint64_t)NM.join_timeout_ms * 1000000ull;
-		pcori_list_push_back(&NM.waiting, &r->link);
-		send_reg(pcori_agent_home_of(pcori_hash_pid(self_pid())));
-		check_waiting();
-		return;
-	case PCORI_OP_MLOOKUP:
-		send_req(r, key_home(r));
-		return;
-	case PCORI_OP_PUB: {
-		pcori_myname_t *n;
-		HASH_FIND_STR(NM.mynames, r->name, n);
-		if (n) {
-			complete(r, PCOR_ERR_EXISTS);
-			return;
-		}
-		send_req(r, key_home(r));
-		return;
-	}
-	case PCORI_OP_UNPUB: {
-		pcori_myname_t *n;
-		HASH_FIND_STR(NM.mynames, r->name, n);
-		if (!n) {
-			complete(r, PCOR_ERR_NOTFOUND);
-			return;
-		}
-		HASH_DEL(NM.mynames, n);
-		/* Former homes may hold a copy: tell everyone, no reply. */
-		pcori_wbuf_t w = {0};
-		pcori_frame_begin(&w, PCORI_CTL_UNPUB);
-		pcori_w_u32(&w, 0);
-		pcori_w_str(&w, n->name);
-		if (pcori_frame_end(&w)) {
-			pcori_list_t *pos;
-			pcori_list_foreach(pos, &NM.conns)
-			{
-				pcori_conn_t *c = PCORI_CONTAINER_OF(
-					pos, pcori_conn_t, link);
-				if (c->kind == CONN_PEER)
-					conn_push(c, &w);
-			}
-		}
-		pcori_wbuf_free(&w);
-		free(n);
-		send_req(r, key_home(r));
-		return;
-	}
-	case PCORI_OP_NLOOKUP:
-		if (r->wait_ms < 0)
-			r->deadline_ns = UINT64_MAX;
-		else
-			r->deadline_ns += (uint64_t)r->wait_ms * 1000000ull;
-		send_req(r, key_home(r));
-		return;
-	case PCORI_OP_SPAWN:
-		if (!NM.seed) {
-			complete(r, PCOR_ERR_NOSUPPORT);
-			return;
-		}
-		r->deadline_ns = now + (uint64_t)NM.join_timeout_ms * 1000000ull;
-		send_req(r, -2);
-		return;
-	default:
-		complete(r, PCOR_ERR_INVAL);
-	}
-}
-
-int pcori_agent_call(pcori_dreq_t *r)
-{
-	/* A hook calling back into the directory would wait for itself. */
-	if (NM.thread_started && pthread_equal(pthread_self(), NM.thread))
-		return PCOR_ERR_AGAIN;
-	atomic_store(&r->done, PCORI_WORD_PENDING);
-	pcori_list_init(&r->link);
-	pcori_lock(&NM.qlock);
-	bool stopped = atomic_load(&NM.stop);
-	if (!stopped)
-		pcori_list_push_back(&NM.reqq, &r->link);
-	pcori_unlock(&NM.qlock);
-	if (stopped)
-		return PCOR_ERR_FINALIZED;
-	uint64_t one = 1;
-	if (write(NM.efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		PCORI_WARN(PCORI_SUB_NAMING, "agent: wake-up failed: %s",
-			   strerror(errno));
-	/* No timeout: the agent completes every request by its deadline. */
-	pcori_wait_word(&r->done, PCORI_WORD_PENDING, 20000, -1);
-	return r->status;
-}
-
 /* ---------------------------------------------------------- membership */
 
 static void member_gone(pcori_view_t *e, bool bye)
 {
 	int pid = e->pid;
 	e->conn = NULL;
+	e->suspect_ns = e->redial_ns = 0;
+	e->probing = false;
 	pcori_wbuf_free(&e->backlog);
 	if (!view_live(e))
 		return;
@@ -636,14 +179,25 @@ static void member_gone(pcori_view_t *e, bool bye)
 	HASH_ITER(hh, NM.pending, q, tmp)
 	{
 		if (q->target == pid)
-			retarget(q);
+			pcori_dreq_retarget(q);
 	}
-	rehome();
-	check_waiting();
+	pcori_dreq_rehome();
+	pcori_dreq_check_waiting();
+}
+
+bool pcori_agent_is_peer(const pcori_conn_t *c)
+{
+	return c->kind == CONN_PEER;
+}
+
+void pcori_agent_member_gone(pcori_view_t *e, bool bye)
+{
+	member_gone(e, bye);
 }
 
 static void conn_close(pcori_conn_t *c, int rc)
 {
+	pcori_admit_leave(c);
 	pcori_list_remove(&c->link);
 	epoll_ctl(NM.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	if (c == NM.seed) {
@@ -655,13 +209,11 @@ static void conn_close(pcori_conn_t *c, int rc)
 		HASH_ITER(hh, NM.pending, q, tmp)
 		{
 			if (q->target == -2)
-				retarget(q);
+				pcori_dreq_retarget(q);
 		}
 		pcori_conn_free(c);
 		return;
 	}
-	if (c->kind == CONN_NEW)
-		n_unauth--;
 	if (c->kind == CONN_PEER) {
 		pcori_lock(&NM.lock);
 		pcori_view_t *e = view_find(c->pid);
@@ -669,24 +221,25 @@ static void conn_close(pcori_conn_t *c, int rc)
 		if (e && e->conn == c)
 			member_gone(e, c->bye);
 	} else if (c->pid >= 0) {
-		/* We dialed it and never got through: it is gone. */
+		/* We dialed it and never got through: a suspicion only. */
 		pcori_lock(&NM.lock);
 		pcori_view_t *e = view_find(c->pid);
 		pcori_unlock(&NM.lock);
-		if (e && !e->conn) {
-			PCORI_WARN(PCORI_SUB_NAMING,
-				   "agent: cannot reach process %d at %s: %s",
-				   e->pid, e->agent, pcor_strerror(rc));
-			member_gone(e, false);
-		}
-	} else if (rc == PCOR_ERR_AUTH || rc == PCOR_ERR_PROTO) {
+		if (e && !e->conn && view_live(e))
+			pcori_dial_failed(e, rc, c->refused_key_id);
+	} else if (rc == PCOR_ERR_AUTH || rc == PCOR_ERR_PROTO ||
+		   rc == PCOR_ERR_TIMEDOUT) {
 		/* A stranger: counted, and nothing it sent was kept. */
+		char from[PCORI_AGENT_ADDR_MAX];
+		pcori_sock_peer(c->fd, from, sizeof(from));
 		if (rc == PCOR_ERR_AUTH)
 			atomic_fetch_add(&NM.n_auth_fail, 1);
 		else
 			atomic_fetch_add(&NM.n_proto_fail, 1);
-		PCORI_WARN(PCORI_SUB_NAMING,
-			   "agent: rejected a client: %s", pcor_strerror(rc));
+		pcori_admit_refused(rc == PCOR_ERR_AUTH	   ? PCORI_REFUSE_AUTH
+				    : rc == PCOR_ERR_PROTO ? PCORI_REFUSE_PROTO
+							   : PCORI_REFUSE_TIMEOUT,
+				    from);
 	}
 	pcori_conn_free(c);
 }
@@ -714,7 +267,7 @@ static void set_alive(pcori_view_t *e)
 	if (e->state != PCORI_VIEW_JOINING)
 		return;
 	pcori_dir_event(e->pid, PCORI_EV_STARTUP);
-	check_waiting();
+	pcori_dreq_check_waiting();
 }
 
 /*
@@ -760,9 +313,15 @@ static int on_hello(pcori_conn_t *c, pcori_rbuf_t *r)
 	/* pids are never reused, and one connection per pair */
 	int bad = !e ? PCOR_ERR_NOMEM
 		     : (e->conn || !view_live(e)) ? PCOR_ERR_PROTO : PCOR_OK;
+	bool fenced = e && e->state == PCORI_MEMBER_FAILED;
 	if (!bad && !e->agent[0])
 		snprintf(e->agent, sizeof(e->agent), "%s", agent);
 	pcori_unlock(&NM.lock);
+	if (fenced)
+		PCORI_WARN(PCORI_SUB_NAMING,
+			   "agent: refused process %d: it was declared lost "
+			   "and is fenced out",
+			   pid);
 	if (bad)
 		return bad;
 	if (c->server)
@@ -770,20 +329,20 @@ static int on_hello(pcori_conn_t *c, pcori_rbuf_t *r)
 	c->pid = pid;
 	c->kind = CONN_PEER;
 	e->conn = c;
-	n_unauth--; /* counted as unauthenticated until HELLO */
+	pcori_dial_ok(e);
 	if (e->backlog.len) {
 		conn_push(c, &e->backlog);
 		pcori_wbuf_free(&e->backlog);
 	}
 	if (fresh) {
 		pcori_dir_grow_nprocs(pid);
-		rehome();
+		pcori_dreq_rehome();
 	}
 	if (ready) {
 		cache_entry(e, &m);
 		set_alive(e);
 	}
-	check_waiting();
+	pcori_dreq_check_waiting();
 	return PCOR_OK;
 }
 
@@ -795,9 +354,14 @@ static int on_frame(pcori_conn_t *c, int type, pcori_rbuf_t *r, void *ctx)
 			return PCOR_ERR_PROTO;
 		uint32_t reqid = pcori_r_u32(r);
 		int status = (int32_t)pcori_r_u32(r);
-		if (r->err || (reqid & REQID_REG))
+		if (r->err || (reqid & PCORI_REQID_REG))
 			return PCOR_ERR_PROTO;
-		handle_reply(reqid, status, r);
+		if (reqid & PCORI_REQID_PROBE) {
+			pcori_dial_probe_reply(
+				(int)(reqid & ~PCORI_REQID_PROBE), status);
+			return PCOR_OK;
+		}
+		pcori_dreq_reply_in(reqid, status, r);
 		return PCOR_OK;
 	}
 	if (c->kind != CONN_PEER)
@@ -819,12 +383,16 @@ static int on_frame(pcori_conn_t *c, int type, pcori_rbuf_t *r, void *ctx)
 	case PCORI_CTL_BYE:
 		c->bye = true;
 		return PCOR_OK;
+	case PCORI_CTL_PING:
+		return pcori_r_done(r) ? PCOR_OK : PCOR_ERR_PROTO;
+	case PCORI_CTL_FENCED:
+		return pcori_live_fenced(c->pid, r);
 	case PCORI_CTL_REPLY: {
 		uint32_t reqid = pcori_r_u32(r);
 		int status = (int32_t)pcori_r_u32(r);
 		if (r->err)
 			return PCOR_ERR_PROTO;
-		handle_reply(reqid, status, r);
+		pcori_dreq_reply_in(reqid, status, r);
 		return PCOR_OK;
 	}
 	case PCORI_CTL_REG:
@@ -838,7 +406,7 @@ static int on_frame(pcori_conn_t *c, int type, pcori_rbuf_t *r, void *ctx)
 	}
 }
 
-static void add_conn(pcori_conn_t *c, bool want_out)
+void pcori_agent_add_conn(pcori_conn_t *c, bool want_out)
 {
 	struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0),
 				 .data.ptr = c};
@@ -848,43 +416,23 @@ static void add_conn(pcori_conn_t *c, bool want_out)
 		c->dead = PCOR_ERR_SYSTEM;
 }
 
-static void dial(pcori_view_t *e)
-{
-	struct sockaddr_in sin;
-	e->dialed = true;
-	int fd = -1;
-	if (pcori_sock_parse(e->agent, &sin) == 0)
-		fd = pcori_sock_connect(&sin);
-	pcori_conn_t *c = fd >= 0 ? pcori_conn_new(fd, false, true,
-						   NM.boot.key,
-						   (uint64_t)NM.auth_timeout_ms *
-							   1000000ull)
-				  : NULL;
-	if (!c) {
-		if (fd >= 0)
-			close(fd);
-		PCORI_WARN(PCORI_SUB_NAMING, "agent: cannot dial process %d "
-					     "at \"%s\"",
-			   e->pid, e->agent);
-		member_gone(e, false);
-		return;
-	}
-	c->pid = e->pid;
-	n_unauth++;
-	add_conn(c, true);
-}
+/*
+ * Accept a bounded batch per wake-up, so the connections already here
+ * (members finishing their handshake among them) are read in between.
+ */
+#define ACCEPT_BATCH 32
 
 static void on_accept(void)
 {
-	for (;;) {
+	for (int i = 0; i < ACCEPT_BATCH; i++) {
 		int fd = accept4(NM.listen_fd, NULL, NULL,
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				pcori_admit_accept_failed(NM.listen_fd, errno);
 			return;
-		if (n_unauth >= MAX_UNAUTH) {
-			close(fd); /* flood: serve those already here */
-			atomic_fetch_add(&NM.n_proto_fail, 1);
-			continue;
 		}
 		pcori_sock_tune(fd);
 		pcori_conn_t *c = pcori_conn_new(
@@ -895,8 +443,19 @@ static void on_accept(void)
 			continue;
 		}
 		atomic_fetch_add(&NM.n_accepted, 1);
-		n_unauth++;
-		add_conn(c, true);
+		/*
+		 * A member's ticket is usually in the socket by now: read it,
+		 * and a member never enters the strangers' pool.
+		 */
+		bool opened;
+		int rc = pcori_conn_input(c, on_frame, NULL, &opened);
+		if (rc)
+			c->dead = rc;
+		else if (!c->ticket_ok && pcori_admit_add(c)) {
+			pcori_conn_free(c);
+			continue;
+		}
+		pcori_agent_add_conn(c, true);
 	}
 }
 
@@ -908,6 +467,8 @@ static void on_conn_event(pcori_conn_t *c, uint32_t events)
 	    c->state == PCORI_CONN_CONNECTING) {
 		bool opened = false;
 		int rc = pcori_conn_input(c, on_frame, NULL, &opened);
+		if ((opened || c->ticket_ok) && c->server)
+			pcori_admit_leave(c); /* a member: never shed */
 		if (opened && !c->server && c != NM.seed)
 			send_hello(c);
 		if (rc) {
@@ -942,7 +503,7 @@ static uint64_t expire(uint64_t now)
 	{
 		if (q->deadline_ns <= now) {
 			HASH_DEL(NM.pending, q);
-			complete(q, PCOR_ERR_TIMEDOUT);
+			pcori_dreq_complete(q, PCOR_ERR_TIMEDOUT);
 		} else {
 			next = PCORI_MIN(next, q->deadline_ns);
 		}
@@ -952,11 +513,14 @@ static uint64_t expire(uint64_t now)
 		pcori_dreq_t *r = PCORI_CONTAINER_OF(pos, pcori_dreq_t, link);
 		if (r->deadline_ns <= now) {
 			pcori_list_remove(&r->link);
-			complete(r, PCOR_ERR_TIMEDOUT);
+			pcori_dreq_complete(r, PCOR_ERR_TIMEDOUT);
 		} else {
 			next = PCORI_MIN(next, r->deadline_ns);
 		}
 	}
+	next = PCORI_MIN(next, pcori_dial_expire(now));
+	next = PCORI_MIN(next, pcori_live_tick(now));
+	next = PCORI_MIN(next, pcori_admit_tick(now));
 	return PCORI_MIN(next, pcori_home_expire(now));
 }
 
@@ -987,7 +551,7 @@ static void drain_queue(void)
 		pcori_unlock(&NM.qlock);
 		if (!r)
 			return;
-		start_request(r);
+		pcori_dreq_start(r);
 	}
 }
 
@@ -1067,20 +631,20 @@ static void shutdown_all(void)
 	{
 		pcori_dreq_t *r = PCORI_CONTAINER_OF(pos, pcori_dreq_t, link);
 		pcori_list_remove(&r->link);
-		complete(r, PCOR_ERR_FINALIZED);
+		pcori_dreq_complete(r, PCOR_ERR_FINALIZED);
 	}
 	pcori_unlock(&NM.qlock);
 	pcori_dreq_t *q, *qt;
 	HASH_ITER(hh, NM.pending, q, qt)
 	{
 		HASH_DEL(NM.pending, q);
-		complete(q, PCOR_ERR_FINALIZED);
+		pcori_dreq_complete(q, PCOR_ERR_FINALIZED);
 	}
 	pcori_list_foreach_safe(pos, tmp, &NM.waiting)
 	{
 		pcori_dreq_t *r = PCORI_CONTAINER_OF(pos, pcori_dreq_t, link);
 		pcori_list_remove(&r->link);
-		complete(r, PCOR_ERR_FINALIZED);
+		pcori_dreq_complete(r, PCOR_ERR_FINALIZED);
 	}
 }
 
@@ -1119,7 +683,7 @@ int pcori_agent_start(pcori_boot_out_t *bo)
 	pcori_list_init(&NM.conns);
 	pcori_list_init(&NM.waiting);
 	pcori_list_init(&NM.hwaits);
-	n_unauth = 0;
+	pcori_admit_init();
 	NM.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	NM.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (NM.efd < 0 || NM.epfd < 0)
@@ -1164,7 +728,7 @@ int pcori_agent_start(pcori_boot_out_t *bo)
 		/* The later one dials: see the design notes. */
 		bool mine = NM.boot.spawned || pid < self_pid();
 		if (mine && view_live(e))
-			dial(e);
+			pcori_dial(e);
 	}
 	reap_dead();
 	if (pthread_create(&NM.thread, NULL, agent_main, NULL))
@@ -1204,6 +768,7 @@ void pcori_agent_stop(void)
 	if (NM.epfd >= 0)
 		close(NM.epfd);
 	NM.listen_fd = NM.efd = NM.epfd = -1;
+	pcori_admit_fini();
 	pcori_home_fini();
 	pcori_myname_t *n, *nt;
 	HASH_ITER(hh, NM.mynames, n, nt)

@@ -129,10 +129,17 @@ static int on_seed_frame(pcori_conn_t *c, int type, pcori_rbuf_t *r,
 	return PCOR_OK;
 }
 
-/* Connect and authenticate to the first launcher address that answers. */
+/*
+ * Connect and authenticate to the first launcher address that answers.
+ * On failure *why_p says why: PCOR_ERR_AUTH when a launcher answered but
+ * the keys differ (a wrong or stale PCOR_JOB_KEY), PCOR_ERR_UNREACHABLE
+ * when nobody answered.
+ */
 static pcori_conn_t *seed_connect(const pcori_config_t *cfg,
-				  const uint8_t *key, uint64_t deadline)
+				  const uint8_t *key, uint64_t deadline,
+				  int *why_p)
 {
+	*why_p = PCOR_ERR_UNREACHABLE;
 	char list[sizeof(cfg->agent_addr)];
 	snprintf(list, sizeof(list), "%s", cfg->agent_addr);
 	for (char *save = NULL, *a = strtok_r(list, ",", &save); a;
@@ -156,8 +163,25 @@ static pcori_conn_t *seed_connect(const pcori_config_t *cfg,
 		int rc = pcori_conn_open_sync(c, d);
 		if (rc == PCOR_OK)
 			return c;
-		PCORI_INFO(PCORI_SUB_NAMING, "boot: launcher %s: %s", a,
-			   pcor_strerror(rc));
+		if (rc == PCOR_ERR_AUTH) {
+			*why_p = PCOR_ERR_AUTH;
+			if (c->refused)
+				PCORI_ERROR(PCORI_SUB_NAMING,
+					    "boot: launcher at %s refused our "
+					    "job key (key id %08x; the "
+					    "launcher's is %08x): wrong or "
+					    "stale PCOR_JOB_KEY",
+					    a, pcori_key_check(key),
+					    c->refused_key_id);
+			else
+				PCORI_ERROR(PCORI_SUB_NAMING,
+					    "boot: launcher at %s failed to "
+					    "prove our job key (key id %08x)",
+					    a, pcori_key_check(key));
+		} else {
+			PCORI_INFO(PCORI_SUB_NAMING, "boot: launcher %s: %s",
+				   a, pcor_strerror(rc));
+		}
 		pcori_conn_free(c);
 	}
 	return NULL;
@@ -183,11 +207,14 @@ static int boot_pcorrun(const pcori_config_t *cfg, pcori_boot_t *boot,
 	boot->spawned = boot->pid >= boot->nprocs;
 	uint64_t deadline = pcori_now_ns() +
 			    (uint64_t)cfg->join_timeout_ms * 1000000ull;
-	pcori_conn_t *seed = seed_connect(cfg, boot->key, deadline);
+	int why;
+	pcori_conn_t *seed = seed_connect(cfg, boot->key, deadline, &why);
 	if (!seed) {
-		PCORI_ERROR(PCORI_SUB_NAMING,
-			    "boot: no launcher answered at %s", cfg->agent_addr);
-		return PCOR_ERR_UNREACHABLE;
+		if (why != PCOR_ERR_AUTH)
+			PCORI_ERROR(PCORI_SUB_NAMING,
+				    "boot: no launcher answered at %s",
+				    cfg->agent_addr);
+		return why;
 	}
 	/* Listen where the launcher reached us, unless told otherwise. */
 	struct sockaddr_in local;

@@ -9,7 +9,9 @@
  * PCORI_CTL_MAX_PREAUTH bytes and only the handshake types are accepted,
  * so a peer without the key can make us hold 64 bytes, nothing more, and
  * nothing it sends reaches the directory.  Any violation closes the
- * connection with a status the owner counts.
+ * connection with a status the owner counts.  A client whose proof is
+ * wrong is told so (REFUSED, with the server's key id) before the close,
+ * so it can report PCOR_ERR_AUTH rather than "nobody answered".
  */
 #include "naming_priv.h"
 
@@ -33,7 +35,8 @@ pcori_conn_t *pcori_conn_new(int fd, bool server, bool connecting,
 	c->server = server;
 	c->key = key;
 	c->pid = -1;
-	c->auth_deadline_ns = pcori_now_ns() + auth_timeout_ns;
+	c->last_rx_ns = c->last_tx_ns = pcori_now_ns();
+	c->auth_deadline_ns = c->last_rx_ns + auth_timeout_ns;
 	pcori_list_init(&c->link);
 	if (server) {
 		randombytes_buf(c->nonce_mine, PCORI_NONCE_BYTES);
@@ -73,6 +76,7 @@ int pcori_conn_send(pcori_conn_t *c, const pcori_wbuf_t *frame)
 		c->txoff = 0;
 	}
 	pcori_w_bytes(&c->tx, frame->p, frame->len);
+	c->last_tx_ns = pcori_now_ns();
 	return c->tx.err ? PCOR_ERR_NOMEM : PCOR_OK;
 }
 
@@ -121,11 +125,53 @@ static int send_frame(pcori_conn_t *c, int type, const void *a, size_t na,
 	return rc;
 }
 
+int pcori_conn_ticket(pcori_conn_t *c)
+{
+	uint8_t nonce[PCORI_NONCE_BYTES], mac[PCORI_MAC_BYTES];
+	randombytes_buf(nonce, sizeof(nonce));
+	pcori_mac(c->key, 'T', nonce, nonce, mac);
+	return send_frame(c, PCORI_CTL_TICKET, nonce, sizeof(nonce), mac,
+			  sizeof(mac));
+}
+
+/* Tell the client its key was refused (best effort: we close next). */
+static int refuse(pcori_conn_t *c)
+{
+	uint8_t id[4];
+	uint32_t k = pcori_key_check(c->key);
+	for (int i = 0; i < 4; i++)
+		id[i] = (uint8_t)(k >> (24 - 8 * i));
+	if (!send_frame(c, PCORI_CTL_REFUSED, id, sizeof(id), NULL, 0))
+		pcori_conn_flush(c);
+	return PCOR_ERR_AUTH;
+}
+
 /* One handshake frame; PCOR_OK or why the connection must close. */
 static int handshake(pcori_conn_t *c, int type, const uint8_t *b, size_t n,
 		     bool *opened_p)
 {
 	uint8_t mac[PCORI_MAC_BYTES];
+	if (!c->server && type == PCORI_CTL_REFUSED &&
+	    (c->state == PCORI_CONN_WAIT_CHALLENGE ||
+	     c->state == PCORI_CONN_WAIT_OK)) {
+		if (n != 4)
+			return PCOR_ERR_PROTO;
+		c->refused = true;
+		c->refused_key_id = (uint32_t)b[0] << 24 |
+				    (uint32_t)b[1] << 16 |
+				    (uint32_t)b[2] << 8 | b[3];
+		return PCOR_ERR_AUTH;
+	}
+	if (c->server && type == PCORI_CTL_TICKET &&
+	    c->state == PCORI_CONN_WAIT_AUTH && !c->ticket_ok) {
+		if (n != PCORI_NONCE_BYTES + PCORI_MAC_BYTES)
+			return PCOR_ERR_PROTO;
+		pcori_mac(c->key, 'T', b, b, mac);
+		if (sodium_memcmp(mac, b + PCORI_NONCE_BYTES, sizeof(mac)))
+			return refuse(c);
+		c->ticket_ok = true;
+		return PCOR_OK;
+	}
 	switch (c->state) {
 	case PCORI_CONN_WAIT_CHALLENGE:
 		if (type != PCORI_CTL_CHALLENGE || n != PCORI_NONCE_BYTES)
@@ -143,7 +189,7 @@ static int handshake(pcori_conn_t *c, int type, const uint8_t *b, size_t n,
 		memcpy(c->nonce_peer, b, PCORI_NONCE_BYTES);
 		pcori_mac(c->key, 'C', c->nonce_mine, c->nonce_peer, mac);
 		if (sodium_memcmp(mac, b + PCORI_NONCE_BYTES, sizeof(mac)))
-			return PCOR_ERR_AUTH;
+			return refuse(c);
 		pcori_mac(c->key, 'S', c->nonce_peer, c->nonce_mine, mac);
 		c->state = PCORI_CONN_OPEN;
 		*opened_p = true;
@@ -238,6 +284,7 @@ int pcori_conn_input(pcori_conn_t *c, pcori_frame_fn fn, void *ctx,
 			return PCOR_ERR_PEER_LOST;
 		}
 		c->rxlen += (size_t)n;
+		c->last_rx_ns = pcori_now_ns();
 		int rc = parse(c, fn, ctx, opened_p);
 		if (rc)
 			return rc;
@@ -269,9 +316,24 @@ int pcori_sock_parse(const char *hostport, void *sin_out)
 	return 0;
 }
 
+static int user_timeout_ms;
+
+void pcori_sock_set_user_timeout(int64_t ms)
+{
+	user_timeout_ms = ms > 0 && ms < INT_MAX ? (int)ms : 0;
+}
+
 void pcori_sock_tune(int fd)
 {
 	int one = 1;
+	/*
+	 * Data unacknowledged this long fails the connection: a host that
+	 * vanished mid-send is noticed within the peer timeout (heartbeats
+	 * keep data flowing when idle).
+	 */
+	if (user_timeout_ms)
+		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+			   sizeof(user_timeout_ms));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* A host that vanishes (no FIN, no RST) is noticed in ~10 s. */
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
@@ -279,6 +341,20 @@ void pcori_sock_tune(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+void pcori_sock_peer(int fd, char *out, size_t len)
+{
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+	char ip[INET_ADDRSTRLEN];
+	if (getpeername(fd, (struct sockaddr *)&sin, &sl) < 0 ||
+	    sin.sin_family != AF_INET ||
+	    !inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof(ip))) {
+		snprintf(out, len, "?");
+		return;
+	}
+	snprintf(out, len, "%s:%u", ip, ntohs(sin.sin_port));
 }
 
 int pcori_sock_connect(const void *sin)

@@ -183,6 +183,11 @@ int pcori_naming_init(const pcori_config_t *cfg, pcori_boot_t *boot_p)
 	NM.join_timeout_ms = cfg->join_timeout_ms;
 	NM.req_timeout_ms = cfg->naming_timeout_ms;
 	NM.auth_timeout_ms = cfg->auth_timeout_ms;
+	NM.peer_timeout_ms = cfg->peer_timeout_ms;
+	pcori_sock_set_user_timeout(cfg->peer_timeout_ms);
+	NM.fault_connect_pct = cfg->fault_connect_pct;
+	NM.unauth_max = (int)cfg->unauth_max;
+	NM.unauth_per_addr = (int)cfg->unauth_per_addr;
 
 	pcori_boot_out_t bo;
 	int rc = pcori_boot_run(cfg, &NM.boot, &bo);

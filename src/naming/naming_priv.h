@@ -60,6 +60,28 @@ typedef enum pcori_ctl_type {
 	PCORI_CTL_BOOT_HELLO, /* pid, agent address, host */
 	PCORI_CTL_BOOT_TABLE, /* n, n x (pid, state, agent address) */
 	PCORI_CTL_SPAWN,      /* reqid, host, argc, argv */
+	/*
+	 * server, before authentication: the client's key was refused; body
+	 * the server's key id (pcori_key_check), so a stale key is told from
+	 * a wrong launcher.  Then the server closes.
+	 */
+	PCORI_CTL_REFUSED,
+	/* process to launcher: reqid, pid: does pid still run?  REPLY: OK,
+	 * PEER_LOST (ended) or NOPEER */
+	PCORI_CTL_PROBE,
+	/*
+	 * client, first, unasked (agents dialing agents): nonce, HMAC(key,
+	 * 'T' | nonce | nonce).  Lets a server tell a member from a stranger
+	 * as soon as it accepts, before the challenge; see admit.c.
+	 */
+	PCORI_CTL_TICKET,
+	/* agent to agent, when idle: I am alive (no body) */
+	PCORI_CTL_PING,
+	/*
+	 * agent to agent, last: you were silent past the peer timeout and
+	 * are declared lost; u32 silence in ms.  The receiver is fenced out.
+	 */
+	PCORI_CTL_FENCED,
 	PCORI_CTL_TYPE_MAX_
 } pcori_ctl_type_t;
 
@@ -161,6 +183,13 @@ struct pcori_conn {
 	bool out_armed;   /* the owner polls for writability */
 	int kind;         /* the owner's classification */
 	int dead;         /* set: close at the next chance, with this status */
+	bool refused;     /* client: the server sent REFUSED */
+	bool pooled;      /* counted in admit.c's stranger pool */
+	bool ticket_ok;   /* server: the client's TICKET proved the key */
+	uint64_t last_rx_ns, last_tx_ns; /* liveness (dial.c) */
+	uint32_t src_ip;  /* pooled: peer's IPv4 address (network order) */
+	pcori_list_t alink, glink; /* pooled: per address, all strangers */
+	uint32_t refused_key_id; /* ... with its key id */
 	void *owner_data;
 	pcori_list_t link;
 };
@@ -169,6 +198,8 @@ struct pcori_conn {
 pcori_conn_t *pcori_conn_new(int fd, bool server, bool connecting,
 			     const uint8_t *key, uint64_t auth_timeout_ns);
 void pcori_conn_free(pcori_conn_t *c);
+/* Client: queue a TICKET to go first.  PCOR_OK, PCOR_ERR_NOMEM. */
+int pcori_conn_ticket(pcori_conn_t *c);
 /* Queue a finished frame (copied).  PCOR_OK, PCOR_ERR_NOMEM. */
 int pcori_conn_send(pcori_conn_t *c, const pcori_wbuf_t *frame);
 /* Write what the socket takes.  PCOR_OK or an error (close it). */
@@ -196,6 +227,8 @@ int pcori_sock_listen(const char *ip, const char *ports, char *addr_out,
 		      size_t addr_len);
 int pcori_sock_connect(const void *sin); /* non-blocking; fd or -errno */
 void pcori_sock_tune(int fd);            /* nodelay, keepalive */
+/* "a.b.c.d:port" of the socket's peer, or "?" (for log lines). */
+void pcori_sock_peer(int fd, char *out, size_t len);
 /* Blocking: drive c until OPEN or deadline. */
 int pcori_conn_open_sync(pcori_conn_t *c, uint64_t deadline_ns);
 /* Blocking: flush c fully or until deadline. */
@@ -248,6 +281,11 @@ typedef struct pcori_view {
 	pcori_conn_t *conn;   /* open control connection, after HELLO */
 	pcori_wbuf_t backlog; /* frames for it while not connected */
 	bool dialed;          /* we connect to it (not it to us) */
+	/* dial.c: suspicion after failed connects */
+	uint64_t suspect_ns;  /* first failure of this streak; 0 none */
+	uint64_t redial_ns;   /* next attempt; 0 none scheduled */
+	int nfail;            /* failed attempts in this streak */
+	bool probing;         /* asked the launcher, no answer yet */
 } pcori_view_t;
 
 /* Application requests handed to the agent. */
@@ -333,6 +371,8 @@ typedef struct pcori_nm {
 	pcori_boot_t boot;
 	int mode;
 	int64_t join_timeout_ms, req_timeout_ms, auth_timeout_ms;
+	int64_t peer_timeout_ms, fault_connect_pct;
+	int unauth_max, unauth_per_addr;
 	char agent[PCORI_AGENT_ADDR_MAX];
 	int listen_fd, efd, epfd;
 	pthread_t thread;
@@ -381,6 +421,7 @@ typedef struct pcori_nm {
 	pthread_t evthread;
 	bool evthread_started, evstop;
 
+	_Atomic bool fenced; /* a peer declared us lost (dial.c) */
 	/* statistics (any thread) */
 	_Atomic uint64_t n_auth_fail, n_proto_fail, n_accepted;
 } pcori_nm_t;
@@ -388,7 +429,49 @@ typedef struct pcori_nm {
 extern pcori_nm_t pcori_nm;
 
 /* agent.c */
+/* Request ids of the agent's own registrations carry this bit. */
+#define PCORI_REQID_REG 0x80000000u
+/* Request ids of launcher probes: this bit, plus the pid asked about. */
+#define PCORI_REQID_PROBE 0x40000000u
 int pcori_agent_start(pcori_boot_out_t *bo);
+void pcori_agent_add_conn(pcori_conn_t *c, bool want_out);
+void pcori_agent_push(pcori_conn_t *c, const pcori_wbuf_t *frame);
+void pcori_agent_member_gone(pcori_view_t *e, bool bye);
+pcori_view_t *pcori_agent_view(int pid);
+bool pcori_agent_view_live(const pcori_view_t *e);
+bool pcori_agent_is_peer(const pcori_conn_t *c);
+
+/* req.c */
+void pcori_dreq_complete(pcori_dreq_t *r, int status);
+/* The agent r was sent to went away: try the next home or give up. */
+void pcori_dreq_retarget(pcori_dreq_t *r);
+/* JOIN and SPAWN waiters: complete those whose condition now holds. */
+void pcori_dreq_check_waiting(void);
+/* Membership changed: re-send the own entry and names to their homes. */
+void pcori_dreq_rehome(void);
+/* A REPLY (reqid, status, rest of the body) arrived. */
+void pcori_dreq_reply_in(uint32_t reqid, int status, pcori_rbuf_t *r);
+/* An application request from the queue: start it. */
+void pcori_dreq_start(pcori_dreq_t *r);
+
+/* dial.c */
+void pcori_dial(pcori_view_t *e);
+/* A dial failed (or closed before HELLO): suspect, retry later. */
+void pcori_dial_failed(pcori_view_t *e, int rc, uint32_t refused_key_id);
+/* The peer said HELLO: suspicion cleared. */
+void pcori_dial_ok(pcori_view_t *e);
+void pcori_dial_probe_reply(int pid, int status);
+/* Redial and confirm what is due; returns the next time to call. */
+uint64_t pcori_dial_expire(uint64_t now);
+/*
+ * Heartbeats: ping idle peers, and declare lost (fencing it) a peer that
+ * sent nothing for the peer timeout.  Returns the next time to call.
+ */
+uint64_t pcori_live_tick(uint64_t now);
+/* A FENCED frame arrived from pid: we were declared lost. */
+int pcori_live_fenced(int pid, pcori_rbuf_t *r);
+/* TCP_USER_TIMEOUT for control sockets made from now on (0: leave). */
+void pcori_sock_set_user_timeout(int64_t ms);
 void pcori_agent_stop(void);
 /* Hand a request to the agent and wait for it.  Returns its status. */
 int pcori_agent_call(pcori_dreq_t *r);
@@ -409,6 +492,31 @@ void pcori_home_retry_waiters(void);
 /* Waiters past their deadline. Returns the nearest remaining deadline. */
 uint64_t pcori_home_expire(uint64_t now);
 void pcori_home_fini(void);
+
+/* admit.c: strangers (connections not yet authenticated) */
+enum {
+	PCORI_REFUSE_AUTH,    /* wrong key */
+	PCORI_REFUSE_PROTO,   /* malformed or oversized */
+	PCORI_REFUSE_TIMEOUT, /* did not authenticate in time */
+	PCORI_REFUSE_SHED,    /* closed to make room for a newcomer */
+	PCORI_REFUSE_NOFD,    /* accepted and dropped: out of descriptors */
+	PCORI_REFUSE_NREASONS_
+};
+void pcori_admit_init(void);
+void pcori_admit_fini(void);
+/* Count a newly accepted stranger in; may shed older ones (sets dead). */
+int pcori_admit_add(pcori_conn_t *c);
+/* c authenticated or closed: out of the pool (idempotent). */
+void pcori_admit_leave(pcori_conn_t *c);
+/* Count (and, rate-limited, log) one refusal. */
+void pcori_admit_refused(int why, const char *from);
+/* Log what was held back; returns when to call again, or UINT64_MAX. */
+uint64_t pcori_admit_tick(uint64_t now);
+/* accept() failed with err: drop the connection if out of descriptors. */
+void pcori_admit_accept_failed(int listen_fd, int err);
+int pcori_admit_count(void);
+/* Refusals so far, by reason (any thread). */
+void pcori_admit_stats(uint64_t refused[PCORI_REFUSE_NREASONS_]);
 
 /* dir.c */
 uint64_t pcori_hash_str(const char *s);

@@ -177,6 +177,13 @@ static void transfer(enum how how, bool rdma, size_t n, size_t cap,
 			(double)(pcori_now_ns() - t0) / 1e6);
 }
 
+/*
+ * Bytes past the capacity of a truncated receive that must stay as they
+ * were (the buffers of run_sizes have room for them).
+ */
+#define GUARD_BYTES 4096
+#define GUARD_BYTE 0xa5
+
 static void transfer_(enum how how, bool rdma, size_t n, size_t cap,
 		      bool posted_first, uint64_t seed, uint8_t *a, uint8_t *b)
 {
@@ -193,6 +200,9 @@ static void transfer_(enum how how, bool rdma, size_t n, size_t cap,
 	void *d = NULL;
 	pcor_msginfo_t info;
 	pcor_handle_t h;
+	bool guard = !rdma && n > cap;
+	if (guard)
+		memset(b + cap, GUARD_BYTE, GUARD_BYTES);
 	if (posted_first) {
 		h = post_one(rdma, b, cap, &d, &info);
 		note(other, TAG_READY);
@@ -201,6 +211,13 @@ static void transfer_(enum how how, bool rdma, size_t n, size_t cap,
 		h = post_one(rdma, b, cap, &d, &info);
 	}
 	check_one(h, rdma, b, cap, &d, &info, n, seed);
+	for (size_t i = 0; guard && i < GUARD_BYTES; i++)
+		if (b[cap + i] != GUARD_BYTE) {
+			fprintf(stderr, "[%d] truncated receive of %zu into %zu "
+				"wrote byte %zu past the capacity\n",
+				me, n, cap, i);
+			CHECK(!"a truncated receive wrote past its buffer");
+		}
 }
 
 static int run_sizes(size_t max)
@@ -216,8 +233,9 @@ static int run_sizes(size_t max)
 		sizes[ns++] = s + 1;
 	}
 	sizes[ns++] = max;
-	/* Room for the truncation cases below too. */
+	/* Room for the truncation cases below too, and their guards. */
 	size_t room = PCORI_MAX(max + 1, 3 * MiB);
+	PCORI_ASSERT(MiB + GUARD_BYTES <= room);
 	uint8_t *a = malloc(room), *b = malloc(room);
 	CHECK(a && b);
 	uint64_t seed = 1;
@@ -548,6 +566,9 @@ static int run_kill(void)
 		big_send_start(big, MiB, 5, &h);
 		/* Die with the transfer under way (pid 0 asked for it). */
 		await(0, TAG_NOTE);
+		/* run.sh checks that nothing named after us outlives us. */
+		printf("kill: os pid %d\n", (int)getpid());
+		fflush(stdout);
 		kill(getpid(), SIGKILL);
 		return 1;
 	}
@@ -562,8 +583,21 @@ static int run_kill(void)
 	 * right after announcing the data, long before 256 MiB can move.
 	 */
 	CHECK_OK(pcor_send_copy(1, 0, TAG_READY, NULL, 0, &hr));
+	/*
+	 * The clock starts when the order to die leaves, which is before
+	 * the fault: what is measured bounds the detection time from above.
+	 */
+	uint64_t t_fault = pcori_now_ns();
 	CHECK_OK(pcor_send_copy(1, 0, TAG_NOTE, NULL, 0, &hs));
 	CHECK_RC(pcor_handle_test(h, PCOR_BLOCK), PCOR_ERR_PEER_LOST);
+	uint64_t t_lost = pcori_now_ns();
+	printf("kill: PEER_LOST %.1f ms after the order to die\n",
+	       (double)(t_lost - t_fault) / 1e6);
+	/*
+	 * A killed process's sockets close at once: detection is bounded by
+	 * the peer timeout's default (2 s; sanitizer builds get 5x).
+	 */
+	CHECK(t_lost - t_fault < (getenv("FABRIC_SLOW") ? 10 : 2) * 1000000000ull);
 	/* Both notes were taken; their acks may have died with it. */
 	int nrc = pcor_handle_test(hr, PCOR_BLOCK);
 	CHECK(nrc == PCOR_OK || nrc == PCOR_ERR_PEER_LOST);

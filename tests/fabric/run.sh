@@ -31,8 +31,17 @@ if [ "$oks" -ne "$want" ] || { [ "$case_" != kill ] && [ $st -ne 0 ]; }; then
 	echo "--- stderr"; grep -v " info " "$tmp/err" | tail -n 30
 	exit 1
 fi
-# What the ports counted, for the log.
+# What the ports counted, and how fast a death was seen, for the log.
 grep -h "info dispatch: port" "$tmp/err" | grep -v "domain" | head -n 8
+grep -h "PEER_LOST .* ms after" "$tmp/out"
+if [ "$case_" = kill ]; then
+	# Nothing of the killed process stays in /dev/shm (libfabric's shm
+	# provider names its region after the pid; pcorrun removes it).
+	os=$(sed -n 's/^.*kill: os pid \([0-9]*\)$/\1/p' "$tmp/out")
+	[ -n "$os" ] || { echo "FAIL: the victim did not say its pid"; exit 1; }
+	left=$(ls /dev/shm | grep -E "^$os:" || true)
+	[ -z "$left" ] || { echo "FAIL: left in /dev/shm: $left"; exit 1; }
+fi
 if [ "${PCOR_DROP_EVERY:-0}" != 0 ]; then
 	# The fabric was made to lose frames, and pcor sent again.
 	grep -q "test drops [1-9]" "$tmp/err" ||

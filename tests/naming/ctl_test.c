@@ -1,13 +1,16 @@
 /*
  * ctl_test -- unit tests of the control protocol: frame encoding, the
  * bounds every reader enforces, the job key and the challenge-response
- * between two connections (right key, wrong key, garbage, oversized).
+ * between two connections (right key, wrong key, garbage, oversized),
+ * the REFUSED answer and the TICKET, and the strangers' budget (admit.c).
  */
 #include "harness.h"
 
 #include "naming/naming_priv.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -159,6 +162,9 @@ static void test_handshake(void)
 	pump(c, s, &rc_c, &rc_s);
 	CHECK_RC(rc_s, PCOR_ERR_AUTH);
 	CHECK(s->state != PCORI_CONN_OPEN && got_type == 0);
+	/* ... and says so, with its key id: the client knows it was AUTH */
+	CHECK_RC(rc_c, PCOR_ERR_AUTH);
+	CHECK(c->refused && c->refused_key_id == pcori_key_check(key));
 	pcori_conn_free(c);
 	pcori_conn_free(s);
 
@@ -166,6 +172,26 @@ static void test_handshake(void)
 	pair(key, other, &c, &s);
 	pump(c, s, &rc_c, &rc_s);
 	CHECK_RC(rc_s, PCOR_ERR_AUTH);
+	pcori_conn_free(c);
+	pcori_conn_free(s);
+
+	/* a ticket with the key marks a member before the challenge... */
+	pair(key, key, &c, &s);
+	CHECK_OK(pcori_conn_ticket(c));
+	CHECK_OK(pcori_conn_flush(c));
+	bool op;
+	CHECK_OK(pcori_conn_input(s, on_frame, NULL, &op));
+	CHECK(s->ticket_ok && !op);
+	CHECK_OK(pump(c, s, &rc_c, &rc_s));
+	CHECK(c->state == PCORI_CONN_OPEN && s->state == PCORI_CONN_OPEN);
+	pcori_conn_free(c);
+	pcori_conn_free(s);
+	/* ... one made with another key is refused at once */
+	pair(other, key, &c, &s);
+	CHECK_OK(pcori_conn_ticket(c));
+	CHECK_OK(pcori_conn_flush(c));
+	CHECK_RC(pcori_conn_input(s, on_frame, NULL, &op), PCOR_ERR_AUTH);
+	CHECK(!s->ticket_ok);
 	pcori_conn_free(c);
 	pcori_conn_free(s);
 
@@ -190,11 +216,83 @@ static void test_handshake(void)
 	}
 }
 
+/* An accepted connection from source address 127.0.0.<host>. */
+static pcori_conn_t *stranger(int lfd, const struct sockaddr_in *to, int host,
+			      int *client_fd)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(fd >= 0);
+	struct sockaddr_in src = {.sin_family = AF_INET};
+	src.sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)host);
+	CHECK(bind(fd, (struct sockaddr *)&src, sizeof(src)) == 0);
+	CHECK(connect(fd, (const struct sockaddr *)to, sizeof(*to)) == 0);
+	int sfd = accept(lfd, NULL, NULL);
+	CHECK(sfd >= 0);
+	CHECK(fcntl(sfd, F_SETFL, O_NONBLOCK) == 0);
+	static const uint8_t key[PCORI_KEY_BYTES];
+	pcori_conn_t *c = pcori_conn_new(sfd, true, false, key, 1000000000ull);
+	CHECK(c);
+	*client_fd = fd;
+	return c;
+}
+
+/*
+ * The strangers' budget: a newcomer always gets in; past the per-address
+ * budget that address's oldest is shed, past the total the oldest of all.
+ */
+static void test_admit(void)
+{
+	pcori_nm.unauth_per_addr = 2;
+	pcori_nm.unauth_max = 5;
+	pcori_admit_init();
+	char addr[64];
+	int lfd = pcori_sock_listen("127.0.0.1", "0", addr, sizeof(addr));
+	CHECK(lfd >= 0);
+	struct sockaddr_in to;
+	CHECK(pcori_sock_parse(addr, &to) == 0);
+	/* sources: .2 .2 .2 | .3 .3 | .4 .4 */
+	static const int hosts[] = {2, 2, 2, 3, 3, 4, 4};
+	enum { N = PCORI_ARRAY_LEN(hosts) };
+	pcori_conn_t *c[N];
+	int cfd[N];
+	for (int i = 0; i < N; i++) {
+		c[i] = stranger(lfd, &to, hosts[i], &cfd[i]);
+		CHECK_OK(pcori_admit_add(c[i]));
+	}
+	/*
+	 * #2 shed #0 (three from .2); #6 made six: the oldest left, #1, went.
+	 */
+	static const int want_dead[N] = {1, 1, 0, 0, 0, 0, 0};
+	for (int i = 0; i < N; i++) {
+		if ((c[i]->dead == PCOR_ERR_AGAIN) != want_dead[i])
+			fprintf(stderr, "stranger %d: dead %d\n", i,
+				c[i]->dead);
+		CHECK((c[i]->dead == PCOR_ERR_AGAIN) == want_dead[i]);
+		CHECK(c[i]->pooled == !want_dead[i]);
+	}
+	CHECK(pcori_admit_count() == 5);
+	/* An authenticated one leaves the pool and is never shed. */
+	pcori_admit_leave(c[3]);
+	CHECK(pcori_admit_count() == 4);
+	uint64_t ref[PCORI_REFUSE_NREASONS_];
+	pcori_admit_stats(ref);
+	CHECK(ref[PCORI_REFUSE_SHED] == 2);
+	for (int i = 0; i < N; i++) {
+		pcori_admit_leave(c[i]);
+		pcori_conn_free(c[i]);
+		close(cfd[i]);
+	}
+	CHECK(pcori_admit_count() == 0);
+	pcori_admit_fini();
+	close(lfd);
+}
+
 int main(void)
 {
 	test_encoding();
 	test_key();
 	test_handshake();
+	test_admit();
 	printf("ctl_test: ok\n");
 	return 0;
 }

@@ -12,6 +12,18 @@
 #   badhost   a host that cannot be reached: one error line, non-zero
 #   mpirun    the same program under Open MPI's mpirun, through PMIx
 #   netns     three "hosts" made of network namespaces, --rsh 'ip netns exec'
+#   basic8    8 processes resolve each other and names; all saw the same
+#   spawn     4 processes add 4 more; all 8 saw the same membership
+#   rogue     a wrong key, garbage and oversized frames against an agent
+#             and the launcher; then all saw the same
+#   stop      a process stopped with SIGSTOP is declared lost within the
+#             peer timeout; resumed, it finds itself fenced out
+#   linkdown  the network link of one "host" goes down mid-run: the
+#             others declare its process lost within the peer timeout
+#   linkdown-xfer  the same with a 64 MiB transfer under way: the
+#             receive ends with PEER_LOST within the peer timeout
+#   badkey    each process first tries a wrong job key: PCOR_ERR_AUTH, and
+#             both sides name the key that was refused; then the job runs
 set -u
 case_=$1 pcorrun=$2 app=$3
 tmp=$(mktemp -d)
@@ -52,8 +64,69 @@ no_leftovers() {
 	fi
 }
 
+# views_agree WHAT N: N processes printed "WHAT: view ...", all the same.
+views_agree() {
+	local n
+	n=$(grep -c -- "] $1: view " "$tmp/out")
+	[ "$n" -eq "$2" ] || fail "$n of $2 processes printed their view"
+	n=$(grep -- "] $1: view " "$tmp/out" | sed 's/^.*] //' | sort -u | wc -l)
+	[ "$n" -eq 1 ] || fail "the processes saw $n different views"
+}
+
+# make_hosts: three "hosts" (network namespaces) on a private bridge in a
+# fourth, $ctl; sets ctl, net, hosts and hostlist.
+make_hosts() {
+	command -v ip >/dev/null || skip "ip (iproute2) is not installed"
+	tag="pc$$"
+	ctl="${tag}ctl"
+	ip netns add "$ctl" 2>"$tmp/err" ||
+		skip "cannot create network namespaces (no CAP_NET_ADMIN?): $(cat "$tmp/err")"
+	namespaces+=("$ctl")
+	# A private segment that exists only inside these namespaces.
+	net="10.213.$(( $$ % 250 + 1 ))"
+	ip -n "$ctl" link set lo up
+	ip -n "$ctl" link add br0 type bridge || fail "no bridge support"
+	ip -n "$ctl" addr add "$net.1/24" dev br0
+	ip -n "$ctl" link set br0 up
+	hosts=()
+	for i in 1 2 3; do
+		ns="${tag}h$i"
+		ip netns add "$ns" || fail "ip netns add $ns"
+		namespaces+=("$ns")
+		hosts+=("$ns")
+		ip -n "$ns" link set lo up
+		ip -n "$ctl" link add "v$i" type veth peer name eth0 netns "$ns" ||
+			fail "no veth support"
+		ip -n "$ctl" link set "v$i" master br0 up
+		ip -n "$ns" addr add "$net.$((i + 1))/24" dev eth0
+		ip -n "$ns" link set eth0 up
+	done
+	hostlist=$(IFS=,; echo "${hosts[*]}")
+}
+
 # The marker rides along as an extra, ignored argument.
 case $case_ in
+basic8)
+	run_job 0 120 "$pcorrun" -n 8 --tag-output "$app" basic 8 "$marker"
+	[ "$(count 'basic: ok')" -eq 8 ] || fail "8 processes should pass"
+	views_agree basic 8
+	no_leftovers
+	;;
+spawn)
+	run_job 0 120 "$pcorrun" -n 4 --tag-output "$app" spawn 4 4 "$marker"
+	[ "$(count 'spawn: ok')" -eq 4 ] || fail "4 spawners should pass"
+	[ "$(count 'spawned: ok')" -eq 4 ] || fail "4 spawned should pass"
+	views_agree spawn 8
+	no_leftovers
+	;;
+rogue)
+	run_job 0 120 "$pcorrun" -n 3 --tag-output "$app" rogue 3 "$marker"
+	[ "$(count 'rogue: ok')" -eq 3 ] || fail "3 processes should pass"
+	grep -q "\[1\] rogue: agent rejected [1-9][0-9]* bad-key and [3-9][0-9]* malformed" \
+		"$tmp/out" || fail "the attacked agent did not count the attacks"
+	views_agree basic 3
+	no_leftovers
+	;;
 kill)
 	run_job 137 60 "$pcorrun" -n 4 --keep-going --tag-output \
 		"$app" kill 4 "$marker"
@@ -88,15 +161,9 @@ badhost)
 	no_leftovers
 	;;
 mpirun)
-	if ! command -v mpirun >/dev/null; then
-		if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-				--no-install-recommends openmpi-bin libpmix-dev \
-				>/dev/null 2>&1
-		fi
-		command -v mpirun >/dev/null ||
-			skip "mpirun (openmpi-bin) is not installed"
-	fi
+	# scripts/install-deps.sh installs it; a test never does.
+	command -v mpirun >/dev/null ||
+		skip "mpirun (openmpi-bin) is not installed (scripts/install-deps.sh)"
 	"$app" has-pmix ||
 		skip "pcor was built without PMIx (libpmix-dev missing at configure time)"
 	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -111,33 +178,61 @@ mpirun)
 	[ "$(count 'basic: ok')" -eq 4 ] || fail "4 processes should pass"
 	no_leftovers
 	;;
+stop)
+	run_job 0 90 "$pcorrun" -n 3 --tag-output "$app" stop 3 "$marker"
+	[ "$(count 'stop: ok')" -eq 3 ] || fail "3 processes should pass"
+	[ "$(count 'stop: fenced out after resuming')" -eq 1 ] ||
+		fail "the stopped process did not find itself fenced out"
+	grep -h "PEER_LOST .* after SIGSTOP" "$tmp/out"
+	[ "$(grep -c 'silent for [0-9]* ms .*declaring it lost and fencing it out' "$tmp/err")" -ge 2 ] ||
+		fail "the survivors did not say why they declared it lost"
+	grep -q "declared this process lost after [0-9]* ms of silence" "$tmp/err" ||
+		fail "the resumed process did not say it was fenced out"
+	no_leftovers
+	;;
+linkdown)
+	make_hosts
+	# pid 2 runs on the third host; pid 0 takes that host's link down.
+	FAULT_CMD="ip -n ${hosts[2]} link set eth0 down" \
+		run_job 0 90 ip netns exec "$ctl" "$pcorrun" -n 3 -H "$hostlist" \
+		--rsh 'ip netns exec %h' --agent-if "$net.1" --tag-output \
+		-x FAULT_CMD "$app" stop 3 "$marker"
+	[ "$(count 'stop: ok')" -eq 3 ] || fail "3 processes should pass"
+	[ "$(count 'stop: cut off from everyone')" -eq 1 ] ||
+		fail "the cut-off process did not see everyone lost"
+	grep -h "PEER_LOST .* after the fault" "$tmp/out"
+	no_leftovers
+	;;
+linkdown-xfer)
+	make_hosts
+	# The same, while pid 2 sends 64 MiB to pid 0 over a link slowed to
+	# 100 Mbit/s (about 5 s of data): the fault comes mid-transfer.
+	ip -n "${hosts[2]}" link set eth0 up
+	tc -n "${hosts[2]}" qdisc add dev eth0 root tbf rate 100mbit \
+		burst 64kb latency 100ms || skip "no tbf queueing discipline"
+	FAULT_CMD="ip -n ${hosts[2]} link set eth0 down" FAULT_XFER=67108864 \
+		run_job 0 90 ip netns exec "$ctl" "$pcorrun" -n 3 -H "$hostlist" \
+		--rsh 'ip netns exec %h' --agent-if "$net.1" --tag-output \
+		-x FAULT_CMD -x FAULT_XFER "$app" stop 3 "$marker"
+	[ "$(count 'stop: ok')" -eq 3 ] || fail "3 processes should pass"
+	grep -h "receive ended with PEER_LOST" "$tmp/out" ||
+		fail "the receive did not end with PEER_LOST"
+	no_leftovers
+	;;
+badkey)
+	run_job 0 60 "$pcorrun" -n 2 --tag-output "$app" badkey 2 "$marker"
+	[ "$(count 'badkey: refused')" -eq 2 ] || fail "2 processes refused"
+	[ "$(count 'badkey: ok')" -eq 2 ] || fail "2 processes should pass"
+	[ "$(grep -c 'refused our job key (key id [0-9a-f]\{8\}; the launcher.s is [0-9a-f]\{8\})' "$tmp/err")" -eq 2 ] ||
+		fail "the processes did not say which key was refused by whom"
+	[ "$(grep -c '^pcorrun: refused the job key of 127\.0\.0\.1:[0-9]* (ours has key id [0-9a-f]\{8\})' "$tmp/err")" -eq 2 ] ||
+		fail "pcorrun did not say whose key it refused"
+	grep -q 'no launcher answered' "$tmp/err" &&
+		fail "a refused key was reported as unreachable"
+	no_leftovers
+	;;
 netns)
-	command -v ip >/dev/null || skip "ip (iproute2) is not installed"
-	tag="pc$$"
-	ctl="${tag}ctl"
-	ip netns add "$ctl" 2>"$tmp/err" ||
-		skip "cannot create network namespaces (no CAP_NET_ADMIN?): $(cat "$tmp/err")"
-	namespaces+=("$ctl")
-	# A private segment that exists only inside these namespaces.
-	net="10.213.$(( $$ % 250 + 1 ))"
-	ip -n "$ctl" link set lo up
-	ip -n "$ctl" link add br0 type bridge || fail "no bridge support"
-	ip -n "$ctl" addr add "$net.1/24" dev br0
-	ip -n "$ctl" link set br0 up
-	hosts=()
-	for i in 1 2 3; do
-		ns="${tag}h$i"
-		ip netns add "$ns" || fail "ip netns add $ns"
-		namespaces+=("$ns")
-		hosts+=("$ns")
-		ip -n "$ns" link set lo up
-		ip -n "$ctl" link add "v$i" type veth peer name eth0 netns "$ns" ||
-			fail "no veth support"
-		ip -n "$ctl" link set "v$i" master br0 up
-		ip -n "$ns" addr add "$net.$((i + 1))/24" dev eth0
-		ip -n "$ns" link set eth0 up
-	done
-	hostlist=$(IFS=,; echo "${hosts[*]}")
+	make_hosts
 	run_job 0 120 ip netns exec "$ctl" "$pcorrun" -n 3 -H "$hostlist" \
 		--rsh 'ip netns exec %h' --agent-if "$net.1" --tag-output \
 		"$app" basic 3 hosts 3 "$marker"

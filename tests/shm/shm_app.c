@@ -188,10 +188,15 @@ static int run_sizes(size_t max, bool nocma)
 	} else {
 		pcor_handle_t h;
 		pcor_msginfo_t info;
+		/* Guard bytes past the capacity must stay untouched. */
+		size_t guard = PCORI_MIN((size_t)4096, max + 1 - cap);
+		memset(dst + cap, 0xa5, guard);
 		CHECK_OK(pcor_recv_copy(0, 0, 99, dst, cap, &info, &h));
 		CHECK_RC(pcor_handle_test(h, PCOR_BLOCK), PCOR_ERR_TRUNCATE);
 		CHECK(info.size == big);
 		CHECK_PATTERN(dst, cap, 77);
+		for (size_t i = 0; i < guard; i++)
+			CHECK(dst[cap + i] == 0xa5);
 	}
 	barrier(98);
 	/* Large messages took the single copy, or (nocma) never did. */

@@ -1,7 +1,8 @@
 /*
  * knobs -- the PCOR_* environment knobs: size parsing with k/m/g, the
  * ranges of the table, defaults, and pcor_init refusing a bad value with
- * PCOR_ERR_INVAL while leaving the process uninitialised.
+ * PCOR_ERR_INVAL while leaving the process uninitialised, and a variable
+ * set to the empty string meaning its default.
  *
  * This program changes its own environment; it is its own test binary so
  * no other test sees that.
@@ -125,6 +126,13 @@ static void test_table(void)
 			memset(s, 'a', 256);
 			s[256] = '\0';
 			CHECK_RC(load_with(k, s, NULL), PCOR_ERR_INVAL);
+			/* Set but empty is the default. */
+			pcori_config_t e;
+			env_set(k, "");
+			CHECK_OK(pcori_config_load(&e));
+			env_set(k, NULL);
+			pcori_config_format(&e, k, buf, sizeof(buf));
+			CHECK(!strcmp(buf, k->defval));
 			s[255] = '\0';
 			if (strcmp(k->name, "LOG_FILE") != 0) /* not opened here */
 				CHECK_OK(load_with(k, s, NULL));
@@ -149,7 +157,10 @@ static void test_table(void)
 		CHECK_RC(load_with(k, buf, NULL), PCOR_ERR_INVAL);
 		snprintf(buf, sizeof(buf), "%" PRId64, k->max + 1);
 		CHECK_RC(load_with(k, buf, NULL), PCOR_ERR_INVAL);
-		CHECK_RC(load_with(k, "", NULL), PCOR_ERR_INVAL);
+		/* Set but empty is the default, not an error. */
+		v = d + 1;
+		CHECK_OK(load_with(k, "", &v));
+		CHECK(v == d);
 		CHECK_RC(load_with(k, "12abc", NULL), PCOR_ERR_INVAL);
 		/* Size suffixes apply to size knobs only. */
 		int rc = load_with(k, "64k", &v);
@@ -210,7 +221,13 @@ static void test_init_refuses(void)
 	CHECK(setenv("PCOR_MAX_THREADS", "77", 1) == 0);
 	CHECK(setenv("PCOR_FRAG_SIZE", "2m", 1) == 0);
 	CHECK(setenv("PCOR_LOG_SUBSYS", "core,frag", 1) == 0);
+	/* Empty knobs mean their defaults: pcor_init starts with them. */
+	CHECK(setenv("PCOR_PROVIDERS", "", 1) == 0);
+	CHECK(setenv("PCOR_MCB_POOL", "", 1) == 0);
+	CHECK(setenv("PCOR_DISPATCH", "", 1) == 0);
 	CHECK_OK(pcor_init(NULL, NULL));
+	CHECK(!strcmp(pcori_rt.cfg.providers, "pcor-shm,tcp;ofi_rxm"));
+	CHECK(pcori_rt.cfg.mcb_pool == 65536);
 	CHECK(pcor_max_threads() == 77);
 	CHECK(pcori_rt.cfg.frag_size == 2 << 20);
 	CHECK(pcor_self_thid() == 0);

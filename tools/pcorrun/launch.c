@@ -12,6 +12,7 @@
  */
 #include "pcorrun.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -29,6 +30,40 @@ bool pr_host_is_local(const char *host)
 	char me[256] = "";
 	gethostname(me, sizeof(me) - 1);
 	return !strcmp(host, me);
+}
+
+/*
+ * libfabric's shm provider names its region after the process ("<pid>:N:M"
+ * under /dev/shm) and removes it at close; a process killed outright
+ * leaves it behind, 16 MiB each.  Called for a local child that died by a
+ * signal: nobody else can own a name made of its (now reaped) pid.
+ */
+int pr_shm_leftovers(pid_t os_pid)
+{
+	DIR *d = opendir("/dev/shm");
+	if (!d)
+		return 0;
+	char prefix[32];
+	int plen = snprintf(prefix, sizeof(prefix), "%d:", (int)os_pid);
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		const char *s = de->d_name;
+		if (strncmp(s, prefix, (size_t)plen))
+			continue;
+		/* The rest must be digits ':' digits. */
+		const char *t = s + plen;
+		size_t a = strspn(t, "0123456789");
+		if (!a || t[a] != ':')
+			continue;
+		size_t b = strspn(t + a + 1, "0123456789");
+		if (!b || t[a + 1 + b] != '\0')
+			continue;
+		if (unlinkat(dirfd(d), s, 0) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
 }
 
 pr_proc_t *pr_proc_new(const char *host)

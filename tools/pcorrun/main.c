@@ -255,6 +255,14 @@ static void on_exit_of(pr_proc_t *p, int wstatus)
 	p->status = wstatus;
 	int code = WIFSIGNALED(wstatus) ? 128 + WTERMSIG(wstatus)
 					: WEXITSTATUS(wstatus);
+	if (WIFSIGNALED(wstatus) && !p->host[0] && p->os_pid > 0) {
+		int n = pr_shm_leftovers(p->os_pid);
+		if (n)
+			fprintf(stderr,
+				"pcorrun: removed %d shared-memory file%s "
+				"/dev/shm/%d:* left by process %d\n",
+				n, n > 1 ? "s" : "", (int)p->os_pid, p->pid);
+	}
 	char why[128];
 	describe(p, why, sizeof(why));
 	/* From here on the table says exited (0) or failed (not 0). */

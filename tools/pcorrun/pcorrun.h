@@ -87,6 +87,8 @@ int pr_launch(pr_proc_t *p, char *const *argv, const char *prog);
 int pr_stream_read(pr_proc_t *p, pr_stream_t *s);
 void pr_stream_close(pr_proc_t *p, pr_stream_t *s);
 int pr_resolve_prog(const char *name, char *out, size_t len);
+/* Remove what libfabric's shm provider left of a killed local process. */
+int pr_shm_leftovers(pid_t os_pid);
 pr_proc_t *pr_proc_new(const char *host);
 
 /* seed.c */

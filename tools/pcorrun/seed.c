@@ -239,6 +239,26 @@ out:
 	return rc;
 }
 
+/*
+ * A process cannot reach another and asks whether it still runs: we are
+ * the witness that knows (we reaped it, or not).
+ */
+static int on_probe(pcori_conn_t *c, pcori_rbuf_t *r)
+{
+	pr_job_t *J = &pr_job;
+	uint32_t reqid = pcori_r_u32(r);
+	uint32_t pid = pcori_r_u32(r);
+	if (!pcori_r_done(r))
+		return PCOR_ERR_PROTO;
+	int st = PCOR_ERR_NOPEER;
+	for (int i = 0; i < J->nprocs; i++)
+		if (J->procs[i]->pid >= 0 && (uint32_t)J->procs[i]->pid == pid)
+			st = J->procs[i]->state == PR_DONE ? PCOR_ERR_PEER_LOST
+							   : PCOR_OK;
+	reply(c, reqid, st, 0);
+	return PCOR_OK;
+}
+
 static int on_frame(pcori_conn_t *c, int type, pcori_rbuf_t *r, void *ctx)
 {
 	(void)ctx;
@@ -247,6 +267,8 @@ static int on_frame(pcori_conn_t *c, int type, pcori_rbuf_t *r, void *ctx)
 						    : PCOR_ERR_PROTO;
 	if (type == PCORI_CTL_SPAWN)
 		return on_spawn(c, r);
+	if (type == PCORI_CTL_PROBE)
+		return on_probe(c, r);
 	return PCOR_ERR_PROTO;
 }
 
@@ -261,10 +283,18 @@ static void seed_close(pcori_conn_t *c, int rc)
 		if (rc == PCOR_ERR_AUTH || rc == PCOR_ERR_PROTO ||
 		    rc == PCOR_ERR_TIMEDOUT) {
 			J->n_rejected++;
-			fprintf(stderr,
-				"pcorrun: rejected a connection to the "
-				"launcher: %s\n",
-				pcor_strerror(rc));
+			char from[PCORI_AGENT_ADDR_MAX];
+			pcori_sock_peer(c->fd, from, sizeof(from));
+			if (rc == PCOR_ERR_AUTH)
+				fprintf(stderr,
+					"pcorrun: refused the job key of %s "
+					"(ours has key id %08x)\n",
+					from, pcori_key_check(J->key));
+			else
+				fprintf(stderr,
+					"pcorrun: rejected a connection to "
+					"the launcher from %s: %s\n",
+					from, pcor_strerror(rc));
 		}
 	}
 	for (int i = 0; i < J->nprocs; i++)

@@ -1,0 +1,274 @@
+/*
+ * dial.c -- connecting to other agents, and what a failed connect means.
+ *
+ * Design notes.  A connect that fails, or a connection closed before its
+ * handshake completed, proves little: the peer's listener may have shed
+ * us under a flood of strangers (admit.c), a SYN may have been lost, the
+ * peer may be slow.  So a failure only makes the peer a suspect.  We
+ * dial again with doubling back-off (PCORI_REDIAL_MIN_MS up to
+ * PCORI_REDIAL_MAX_MS) and tell nobody.  Once the suspicion is
+ * PCOR_PEER_TIMEOUT_MS old we ask another witness: the launcher, which
+ * knows whether the process is still running.
+ *   - launcher says it ended: the peer is lost (the failure event).
+ *   - launcher says it runs: it is alive but unreachable from here; we
+ *     keep trying and say so, but never report a live process as lost.
+ *   - no launcher (PMIx, or its connection is gone): the only witness
+ *     left is the kernel, which refused every attempt for the whole
+ *     timeout: the peer is lost.
+ *
+ * Liveness of connected peers.  The kernel reports a killed process at
+ * once (its sockets close), but not a stopped or hung one, nor a host
+ * whose link went down.  So every agent pings a peer it has sent nothing
+ * to for a quarter of PCOR_PEER_TIMEOUT_MS, and a peer from which nothing
+ * at all arrived for the whole timeout is declared lost; TCP_USER_TIMEOUT
+ * fails a connection whose data stays unacknowledged as long.  A peer
+ * declared lost for its silence is told so (FENCED) before the close: if
+ * it was only stopped and resumes, it learns it is out, says so, and
+ * every peer refuses it (a lost pid is never taken back).
+ * Runs on the agent thread.
+ */
+#include "naming_priv.h"
+
+#include <netinet/in.h>
+#include <sodium.h>
+#include <unistd.h>
+
+#define NM pcori_nm
+
+#define PCORI_REDIAL_MIN_MS 10
+#define PCORI_REDIAL_MAX_MS 500
+
+static uint64_t ms_ns(int64_t ms)
+{
+	return (uint64_t)ms * 1000000ull;
+}
+
+/* Fault injection (PCOR_FAULT_CONNECT_PCT): should this attempt fail? */
+static bool fault(void)
+{
+	return NM.fault_connect_pct > 0 &&
+	       randombytes_uniform(100) < (uint32_t)NM.fault_connect_pct;
+}
+
+void pcori_dial(pcori_view_t *e)
+{
+	struct sockaddr_in sin;
+	e->dialed = true;
+	e->redial_ns = 0;
+	if (fault()) {
+		pcori_dial_failed(e, PCOR_ERR_UNREACHABLE, 0);
+		return;
+	}
+	int fd = -1;
+	if (pcori_sock_parse(e->agent, &sin) == 0)
+		fd = pcori_sock_connect(&sin);
+	pcori_conn_t *c = fd >= 0 ? pcori_conn_new(fd, false, true,
+						   NM.boot.key,
+						   ms_ns(NM.auth_timeout_ms))
+				  : NULL;
+	/* The ticket goes out with the first bytes: see admit.c. */
+	if (c && pcori_conn_ticket(c)) {
+		pcori_conn_free(c);
+		c = NULL;
+		fd = -1;
+	}
+	if (!c) {
+		if (fd >= 0)
+			close(fd);
+		pcori_dial_failed(e, PCOR_ERR_UNREACHABLE, 0);
+		return;
+	}
+	c->pid = e->pid;
+	pcori_agent_add_conn(c, true);
+}
+
+void pcori_dial_failed(pcori_view_t *e, int rc, uint32_t refused_key_id)
+{
+	uint64_t now = pcori_now_ns();
+	if (rc == PCOR_ERR_AUTH)
+		PCORI_ERROR(PCORI_SUB_NAMING,
+			    "agent: process %d at %s refused our job key (key "
+			    "id %08x, its %08x)",
+			    e->pid, e->agent, pcori_key_check(NM.boot.key),
+			    refused_key_id);
+	if (!e->suspect_ns) {
+		e->suspect_ns = now;
+		e->nfail = 0;
+		PCORI_INFO(PCORI_SUB_NAMING,
+			   "agent: cannot reach process %d at %s (%s); "
+			   "suspecting it, retrying",
+			   e->pid, e->agent, pcor_strerror(rc));
+	}
+	e->nfail++;
+	int shift = PCORI_MIN(e->nfail - 1, 10);
+	int64_t wait = PCORI_MIN((int64_t)PCORI_REDIAL_MIN_MS << shift,
+				 (int64_t)PCORI_REDIAL_MAX_MS);
+	e->redial_ns = now + ms_ns(wait);
+}
+
+void pcori_dial_ok(pcori_view_t *e)
+{
+	if (e->suspect_ns)
+		PCORI_INFO(PCORI_SUB_NAMING,
+			   "agent: process %d reached after %d failed "
+			   "attempts: suspicion cleared",
+			   e->pid, e->nfail);
+	e->suspect_ns = 0;
+	e->redial_ns = 0;
+	e->nfail = 0;
+	e->probing = false;
+}
+
+/* Ask the launcher whether pid still runs; the answer comes to
+ * pcori_dial_probe_reply.  False when there is no launcher to ask. */
+static bool probe(pcori_view_t *e)
+{
+	if (!NM.seed)
+		return false;
+	if (e->probing)
+		return true;
+	pcori_wbuf_t w = {0};
+	pcori_frame_begin(&w, PCORI_CTL_PROBE);
+	pcori_w_u32(&w, PCORI_REQID_PROBE | (uint32_t)e->pid);
+	pcori_w_u32(&w, (uint32_t)e->pid);
+	bool ok = pcori_frame_end(&w);
+	if (ok)
+		pcori_agent_push(NM.seed, &w);
+	pcori_wbuf_free(&w);
+	e->probing = ok;
+	return ok;
+}
+
+void pcori_dial_probe_reply(int pid, int status)
+{
+	pcori_view_t *e = pcori_agent_view(pid);
+	if (!e || !e->probing)
+		return;
+	e->probing = false;
+	if (!e->suspect_ns || e->conn)
+		return; /* reached meanwhile */
+	if (status == PCOR_OK) {
+		PCORI_WARN(PCORI_SUB_NAMING,
+			   "agent: process %d runs (says the launcher) but "
+			   "cannot be reached at %s after %d attempts; still "
+			   "trying",
+			   pid, e->agent, e->nfail);
+		/* Ask again after another timeout. */
+		e->suspect_ns = pcori_now_ns();
+		return;
+	}
+	PCORI_WARN(PCORI_SUB_NAMING,
+		   "agent: process %d is gone (launcher: %s; %d attempts to "
+		   "reach %s failed)",
+		   pid, pcor_strerror(status), e->nfail, e->agent);
+	pcori_agent_member_gone(e, false);
+}
+
+uint64_t pcori_dial_expire(uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+	pcori_view_t *e, *t;
+	/* The view is only added to on this thread: iterating is safe. */
+	HASH_ITER(hh, NM.view, e, t)
+	{
+		if (!e->suspect_ns || e->conn || !pcori_agent_view_live(e))
+			continue;
+		uint64_t confirm = e->suspect_ns + ms_ns(NM.peer_timeout_ms);
+		if (now >= confirm && !e->probing) {
+			if (!probe(e)) {
+				PCORI_WARN(PCORI_SUB_NAMING,
+					   "agent: process %d unreachable at "
+					   "%s for %lld ms (%d attempts): "
+					   "declaring it lost",
+					   e->pid, e->agent,
+					   (long long)NM.peer_timeout_ms,
+					   e->nfail);
+				pcori_agent_member_gone(e, false);
+				continue;
+			}
+		}
+		if (e->redial_ns && now >= e->redial_ns) {
+			pcori_dial(e);
+			if (e->conn || !pcori_agent_view_live(e))
+				continue;
+		}
+		if (e->redial_ns)
+			next = PCORI_MIN(next, e->redial_ns);
+		if (!e->probing)
+			next = PCORI_MIN(next, confirm);
+	}
+	return next;
+}
+
+uint64_t pcori_live_tick(uint64_t now)
+{
+	static uint64_t last_tick;
+	uint64_t timeout = ms_ns(NM.peer_timeout_ms), idle = timeout / 4;
+	uint64_t next = UINT64_MAX;
+	/*
+	 * This loop runs at least every `idle` while there are peers.  A
+	 * longer gap means we were the silent one (stopped, or starved of
+	 * CPU): what the peers sent meanwhile is unread in our sockets, so
+	 * they get a fresh timeout rather than the blame.
+	 */
+	bool stalled = last_tick && now - last_tick > 2 * idle;
+	last_tick = now;
+	pcori_wbuf_t ping = {0};
+	pcori_frame_begin(&ping, PCORI_CTL_PING);
+	pcori_frame_end(&ping);
+	pcori_list_t *pos;
+	pcori_list_foreach(pos, &NM.conns)
+	{
+		pcori_conn_t *c = PCORI_CONTAINER_OF(pos, pcori_conn_t, link);
+		if (c->dead || c->pid < 0 || c->state != PCORI_CONN_OPEN ||
+		    !pcori_agent_is_peer(c))
+			continue;
+		if (stalled)
+			c->last_rx_ns = now;
+		if (now - c->last_rx_ns >= timeout) {
+			uint64_t ms = (now - c->last_rx_ns) / 1000000;
+			PCORI_WARN(PCORI_SUB_NAMING,
+				   "agent: process %d at %s silent for %llu ms "
+				   "(peer timeout %lld ms): declaring it lost "
+				   "and fencing it out",
+				   c->pid, pcori_agent_view(c->pid)
+						   ? pcori_agent_view(c->pid)->agent
+						   : "?",
+				   (unsigned long long)ms,
+				   (long long)NM.peer_timeout_ms);
+			pcori_wbuf_t w = {0};
+			pcori_frame_begin(&w, PCORI_CTL_FENCED);
+			pcori_w_u32(&w, (uint32_t)PCORI_MIN(ms, UINT32_MAX));
+			if (pcori_frame_end(&w)) {
+				/* Queued in the kernel for when it resumes. */
+				pcori_conn_send(c, &w);
+				pcori_conn_flush(c);
+			}
+			pcori_wbuf_free(&w);
+			c->dead = PCOR_ERR_TIMEDOUT;
+			continue;
+		}
+		if (now - c->last_tx_ns >= idle && ping.len) {
+			pcori_agent_push(c, &ping);
+			c->last_tx_ns = now;
+		}
+		next = PCORI_MIN(next, c->last_rx_ns + timeout);
+		next = PCORI_MIN(next, c->last_tx_ns + idle);
+	}
+	pcori_wbuf_free(&ping);
+	return next;
+}
+
+int pcori_live_fenced(int pid, pcori_rbuf_t *r)
+{
+	uint32_t ms = pcori_r_u32(r);
+	if (!pcori_r_done(r))
+		return PCOR_ERR_PROTO;
+	PCORI_ERROR(PCORI_SUB_NAMING,
+		    "agent: process %d declared this process lost after %u ms "
+		    "of silence (stopped or hung?): fenced out, every peer "
+		    "refuses it from now on",
+		    pid, ms);
+	atomic_store(&NM.fenced, true);
+	return PCOR_ERR_PEER_LOST;
+}
