@@ -27,6 +27,12 @@ typedef struct pcori_msg {
 	_Atomic int64_t unexp_bytes; /* DMA data held by unexpected MCBs */
 	int64_t unexp_max;
 	int64_t backpressure_ns;
+	/*
+	 * MCBs taken outside the pool for fast messages that could not be
+	 * refused (pcori_mcb_get_overflow), and the DMA bytes they hold.
+	 */
+	_Atomic int64_t overflow;
+	_Atomic int64_t overflow_bytes;
 } pcori_msg_t;
 
 extern pcori_msg_t pcori_msg;
@@ -51,6 +57,14 @@ void pcori_deliver(pcori_req_t *r, const pcori_mkey_t *k, const void *data,
  * (0: set it to now + PCOR_BACKPRESSURE_MS).  NULL when none came.
  */
 pcori_mcb_t *pcori_mcb_get(size_t bytes, bool may_wait, uint64_t *deadline);
+/*
+ * An MCB from outside the pool, for a message of `bytes` DMA data that the
+ * channel cannot offer again (a fast message on a lossless hop): taking it
+ * keeps the channel moving for everybody else.  The caller bounds how many
+ * exist (the receiver holds back the acks that would let more come); the
+ * budget is not charged.  NULL when memory runs out.
+ */
+pcori_mcb_t *pcori_mcb_get_overflow(size_t bytes);
 /* Give back an MCB and its budget (not its data). */
 void pcori_mcb_release(pcori_mcb_t *m);
 /* Deliver a complete MCB into receive r, then release it. */
@@ -305,6 +319,8 @@ typedef struct pcori_rxstream {
 	pcori_list_t held;      /* frames that came ahead of their turn */
 	uint32_t nheld;
 	uint32_t gap_nacked;    /* seq + 1 of the gap last asked for; 0: none */
+	bool throttled;         /* took an MCB outside the pool: acks stop */
+	uint32_t throttle_seq;  /* short of this seq until none is left */
 } pcori_rxstream_t;
 
 /*
