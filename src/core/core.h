@@ -637,8 +637,13 @@ size_t pcori_dma_in_use(void);
  * installs these; NULL while no port is open.
  */
 typedef struct pcori_drive_ops {
-	void (*begin)(void);
-	int (*poll)(void);         /* one round of progress */
+	/*
+	 * begin/end bracket a spin on r (one at a time per thread); poll is
+	 * one round of progress on the ports r's message can come through
+	 * (its peer's port; every port for a wildcard or local request).
+	 */
+	void (*begin)(pcori_req_t *r);
+	int (*poll)(pcori_req_t *r);
 	void (*end)(void);
 	/*
 	 * Sleep as the one sleeper of the port that r's message comes

@@ -323,9 +323,9 @@ static void drive_until(pcori_req_t *r, uint32_t gen,
 	uint64_t end = spin_ns > 0 ? start + (uint64_t)spin_ns : start;
 	if (end > deadline)
 		end = deadline;
-	d->begin();
+	d->begin(r);
 	for (unsigned i = 1; req_pending(r, gen); i++) {
-		d->poll();
+		d->poll(r);
 		if ((i & 15) == 0 && pcori_now_ns() >= end)
 			break;
 	}
@@ -350,7 +350,7 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 						 memory_order_acquire);
 		if (!block) {
 			if (d)
-				d->poll();
+				d->poll(r);
 			if (req_pending(r, gen))
 				return PCOR_INPROGRESS;
 			goto done;

@@ -210,6 +210,12 @@ struct pcori_port {
 	_Atomic int sleeper;
 	_Atomic uint64_t sleeper_ns;
 	_Atomic uint32_t *wake_word;
+	/*
+	 * Waiters spin-polling this port themselves (its dispatcher stays
+	 * parked meanwhile), and when the last one stopped.
+	 */
+	_Atomic int drivers;
+	_Atomic uint64_t drive_ns;
 	pcori_port_stats_t st;
 	uint64_t cpu_ns; /* its dispatchers' CPU time (finalize) */
 };
@@ -423,9 +429,7 @@ typedef struct pcori_net {
 	pcori_lock_t timer_lock; /* guards timers */
 	pcori_list_t timers;
 	_Atomic int ntimers;
-	/* Waiters driving progress themselves, and when they last did. */
-	_Atomic int drivers;
-	_Atomic uint64_t drive_ns;
+	/* Parked dispatchers wait on it (see pcori_port_t.drivers). */
 	_Atomic uint32_t drive_word;
 	/*
 	 * Waiters asleep on their request word: a dispatcher must serve
@@ -569,8 +573,8 @@ void pcori_dispatch_kick(void);
 
 /* Poll every port once (and run timers).  Returns events handled. */
 int pcori_progress(void);
-/* Progress hook for waiters (core calls it through pcori_progress_hook). */
-void pcori_drive_begin(void);
+/* Waiting in finalize: this thread polls every port (see drive ops). */
+void pcori_drive_begin(pcori_req_t *r);
 void pcori_drive_end(void);
 
 #endif /* PCOR_DISPATCH_H */
