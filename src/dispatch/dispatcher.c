@@ -31,6 +31,12 @@
 #include <time.h>
 
 #define DRIVE_GRACE_NS 200000
+/*
+ * A parked dispatcher looks again after this while a waiter is at work
+ * on its port (a waiter that starts sleeping on its word calls it back
+ * at once): each look is a thread switch on a core the waiters spin on.
+ */
+#define PARK_MAX_NS 1000000
 #define BLOCK_MAX_MS 100
 #define SLEEP_MAX_NS 100000000 /* a sleeping waiter looks around after */
 
@@ -234,6 +240,22 @@ static bool port_driven(pcori_port_t *p)
 	return last && pcori_now_ns() - last < DRIVE_GRACE_NS;
 }
 
+/* How long a parked dispatcher of p may wait before it looks again. */
+static int64_t park_ns(pcori_port_t *p)
+{
+	if (atomic_load_explicit(&p->drivers, memory_order_relaxed) ||
+	    atomic_load_explicit(&p->sleeper, memory_order_relaxed))
+		return PARK_MAX_NS;
+	/* Only the grace period is left: wait out what remains of it. */
+	uint64_t last = PCORI_MAX(
+		atomic_load_explicit(&p->drive_ns, memory_order_relaxed),
+		atomic_load_explicit(&p->sleeper_ns, memory_order_relaxed));
+	uint64_t now = pcori_now_ns();
+	if (!last || now - last >= DRIVE_GRACE_NS)
+		return 1000; /* already over: just a look */
+	return (int64_t)(DRIVE_GRACE_NS - (now - last));
+}
+
 static int block_timeout_ms(void)
 {
 	int64_t t = pcori_timers_next();
@@ -277,7 +299,7 @@ static void *rx_main(void *arg)
 			atomic_fetch_add(&pcori_net.parked, 1);
 			if (port_driven(p))
 				pcori_futex_wait(&pcori_net.drive_word, w,
-						 DRIVE_GRACE_NS);
+						 park_ns(p));
 			atomic_fetch_sub(&pcori_net.parked, 1);
 			idle_since = pcori_now_ns();
 			continue;
