@@ -1200,8 +1200,14 @@ void pcori_acks_repeat(void)
 		pcori_lock(&peer->rx_lock);
 		for (int t = 0; t < pcori_rt.max_threads; t++) {
 			pcori_rxstream_t *rs = peer->rx[t];
-			if (rs && rs->expected)
-				ack_schedule(peer, rs, true);
+			if (!rs || !rs->expected)
+				continue;
+			/*
+			 * Finalizing: nothing more is taken, so nothing needs
+			 * holding back -- what came is acknowledged in full.
+			 */
+			rs->throttled = false;
+			ack_schedule(peer, rs, true);
 		}
 		pcori_unlock(&peer->rx_lock);
 	}
