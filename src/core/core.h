@@ -267,7 +267,8 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	  "thread ids per process (ids are 0 .. MAX_THREADS-1)")               \
 	X(MCB_POOL, mcb_pool, INT, "65536", 16, 16777216,                      \
 	  "message control blocks per process: bounds the unexpected "         \
-	  "messages held at once")                                             \
+	  "messages held at once (fast messages, which cannot be refused, "    \
+	  "may add up to 256 per sending thread)")                             \
 	X(NAMING_TIMEOUT_MS, naming_timeout_ms, INT, "10000", 10, 3600000,     \
 	  "how long a directory request waits for another agent's answer")     \
 	X(PMIX, pmix, STRING, "auto", 0, 0,                                    \
