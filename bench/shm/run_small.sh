@@ -9,8 +9,8 @@
 #
 # Measures 1-8 B one-way latency, 1 B message rate (window 64) and
 # 64 KiB-4 MiB bandwidth; per message, pcor's frames, standalone acks and
-# dispatcher CPU time (PCOR_STATS) and the futex calls (strace -c, one
-# extra short run per mode).  Prints the summary table (median, min, max
+# dispatcher CPU time (PCOR_STATS), context switches per round trip
+# (pcor_lat) and the futex calls (strace -c, one extra short run per mode).  Prints the summary table (median, min, max
 # over repetitions, run-to-run max/min) and the ratios the fast-path
 # targets name; writes raw.csv, summary.md and small.png to OUT.
 # Environment: REPS (default 10), SCRATCH, OUT.  --smoke: pcor only, tiny.
@@ -142,6 +142,10 @@ p, f = med(('latency', 'pcor-block-nospin', 8)), med(('latency', 'bare-futex', 8
 lines.append('| 8 B block (PCOR_SPIN_NS=0) / bare futex | %s | %s | %s |' % (p, f, ratio(p, f)))
 p, f = med(('latency', 'pcor-block', 8)), med(('latency', 'bare-futex', 8))
 lines.append('| 8 B block (default spin) / bare futex | %s | %s | %s |' % (p, f, ratio(p, f)))
+for cfg in ('pcor-default', 'pcor-poll', 'pcor-block'):
+    c = med(('ctxsw', cfg, 8))
+    if c is not None:
+        lines.append('| 8 B, %s: context switches per round trip (pid 0, all threads) | %.4f | | |' % (cfg, c))
 p, v = med(('rate', 'pcor-default', 1)), med(('rate', 'ompi-vader', 1))
 lines.append('| 1 B rate, pcor / vader (higher is better) | %s | %s | %s |' % (p, v, ratio(p, v)))
 for size in (65536, 262144, 1048576, 4194304):

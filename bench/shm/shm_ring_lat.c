@@ -2,8 +2,8 @@
  * shm_ring_lat -- the floor under pcor-shm: one-way latency of a bare
  * ping-pong through two of the port's rings (shm_ring.c) between two
  * processes, with the record a pcor message of n bytes takes (64-byte
- * header included) and busy polling on the tail counter, as the port's
- * scan does.  No protocol, matching or handles: what is left of pcor's
+ * header included) and busy polling on the stamp of the record at the
+ * head, as the port's scan does.  No protocol, matching or handles: what is left of pcor's
  * own latency once this is taken away is theirs.
  *
  *   shm_ring_lat [-m MIN:MAX] [-i ITERS]     (prints CSV, one-way us)
@@ -16,10 +16,8 @@
 #include <unistd.h>
 
 typedef struct side {
-	_Atomic uint64_t tail;
-	char pad1[56];
 	_Atomic uint64_t head;
-	char pad2[56];
+	char pad[56];
 } side_t;
 
 static void pin(int cpu)
@@ -58,7 +56,6 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 2; i++) {
 		ring[i].buf = m + 2 * sizeof(side_t) + (size_t)i * rsize;
 		ring[i].size = rsize;
-		ring[i].tail = &sd[i].tail;
 		ring[i].head = &sd[i].head;
 	}
 	uint8_t msg[8192 + 64];
@@ -66,15 +63,18 @@ int main(int argc, char **argv)
 	printf("bench,transport,size,value,unit\n");
 	for (size_t n = min; n <= max && n + 64 <= pcori_shm_inline_max(rsize);
 	     n = n ? n * 2 : 1) {
-		for (int i = 0; i < 2; i++)
-			atomic_store(&sd[i].tail, 0), atomic_store(&sd[i].head, 0);
+		for (int i = 0; i < 2; i++) {
+			atomic_store(&sd[i].head, 0);
+			memset(ring[i].buf, 0, rsize);
+		}
 		uint32_t len = (uint32_t)n + 64;
 		pid_t child = fork();
 		int me = child == 0;
 		pin(me);
 		/* me sends on ring[me], receives on ring[1 - me]. */
 		pcori_shm_ring_t *out = &ring[me], *in = &ring[1 - me];
-		pcori_shm_prod_t pr = {0, 0};
+		pcori_shm_prod_t pr;
+		pcori_shm_prod_init(&pr);
 		uint64_t head = 0;
 		uint8_t sink[8192 + 64];
 		struct timespec t0, t1;
@@ -86,13 +86,17 @@ int main(int argc, char **argv)
 				memcpy(d, msg, len);
 				pcori_shm_ring_commit(out, &pr);
 			}
-			uint64_t t;
-			while ((t = atomic_load_explicit(
-					in->tail, memory_order_acquire)) == head)
-				pcori_cpu_relax();
 			pcori_shm_rec_t rec;
 			uint64_t next;
-			pcori_shm_ring_next(in, head, t, &rec, &next);
+			int got;
+			while ((got = pcori_shm_ring_next(in, head, &rec,
+							  &next)) == 0 ||
+			       (got == 1 && rec.kind == PCORI_SHM_REC_WRAP)) {
+				if (got)
+					head = next;
+				else
+					pcori_cpu_relax();
+			}
 			memcpy(sink, rec.data, rec.len);
 			head = next;
 			atomic_store_explicit(in->head, head,

@@ -270,7 +270,8 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	  "thread ids per process (ids are 0 .. MAX_THREADS-1)")               \
 	X(MCB_POOL, mcb_pool, INT, "65536", 16, 16777216,                      \
 	  "message control blocks per process: bounds the unexpected "         \
-	  "messages held at once")                                             \
+	  "messages held at once (fast messages, which cannot be refused, "    \
+	  "may add up to 256 per sending thread)")                             \
 	X(NAMING_TIMEOUT_MS, naming_timeout_ms, INT, "10000", 10, 3600000,     \
 	  "how long a directory request waits for another agent's answer")     \
 	X(PEER_TIMEOUT_MS, peer_timeout_ms, INT, "1500", 100, 3600000,         \
@@ -649,8 +650,13 @@ size_t pcori_dma_in_use(void);
  * installs these; NULL while no port is open.
  */
 typedef struct pcori_drive_ops {
-	void (*begin)(void);
-	int (*poll)(void);         /* one round of progress */
+	/*
+	 * begin/end bracket a spin on r (one at a time per thread); poll is
+	 * one round of progress on the ports r's message can come through
+	 * (its peer's port; every port for a wildcard or local request).
+	 */
+	void (*begin)(pcori_req_t *r);
+	int (*poll)(pcori_req_t *r);
 	void (*end)(void);
 	/*
 	 * Sleep as the one sleeper of the port that r's message comes

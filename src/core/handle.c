@@ -21,6 +21,8 @@
  */
 #include "core.h"
 
+#include <sched.h>
+
 #define PCORI_HINDEX_BITS 20
 #define PCORI_HINDEX_MASK ((1u << PCORI_HINDEX_BITS) - 1)
 #define PCORI_HCHUNK_SHIFT 12
@@ -311,6 +313,9 @@ static inline bool req_pending(pcori_req_t *r, uint32_t gen)
 		~PCORI_WAIT_SLEEPER) == pending_of(gen);
 }
 
+/* A spinning waiter offers its CPU after this long without its message. */
+#define DRIVE_YIELD_NS 2000
+
 /*
  * Spin-wait for r while polling the fabric, for up to spin_ns.  Returns
  * the time spent, so the caller's own spin window is not spent twice.
@@ -323,11 +328,24 @@ static void drive_until(pcori_req_t *r, uint32_t gen,
 	uint64_t end = spin_ns > 0 ? start + (uint64_t)spin_ns : start;
 	if (end > deadline)
 		end = deadline;
-	d->begin();
+	uint64_t yield_at = start + DRIVE_YIELD_NS;
+	d->begin(r);
 	for (unsigned i = 1; req_pending(r, gen); i++) {
-		d->poll();
-		if ((i & 15) == 0 && pcori_now_ns() >= end)
-			break;
+		d->poll(r);
+		if ((i & 15) == 0) {
+			uint64_t now = pcori_now_ns();
+			if (now >= end)
+				break;
+			/*
+			 * The peer may be runnable on this very CPU (processes
+			 * are not pinned): let it run now rather than after our
+			 * whole spin window, every hop.
+			 */
+			if (now >= yield_at) {
+				sched_yield();
+				yield_at = now + DRIVE_YIELD_NS;
+			}
+		}
 	}
 	d->end();
 }
@@ -350,7 +368,7 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 						 memory_order_acquire);
 		if (!block) {
 			if (d)
-				d->poll();
+				d->poll(r);
 			if (req_pending(r, gen))
 				return PCOR_INPROGRESS;
 			goto done;

@@ -27,6 +27,12 @@ typedef struct pcori_msg {
 	_Atomic int64_t unexp_bytes; /* DMA data held by unexpected MCBs */
 	int64_t unexp_max;
 	int64_t backpressure_ns;
+	/*
+	 * MCBs taken outside the pool for fast messages that could not be
+	 * refused (pcori_mcb_get_overflow), and the DMA bytes they hold.
+	 */
+	_Atomic int64_t overflow;
+	_Atomic int64_t overflow_bytes;
 } pcori_msg_t;
 
 extern pcori_msg_t pcori_msg;
@@ -51,6 +57,14 @@ void pcori_deliver(pcori_req_t *r, const pcori_mkey_t *k, const void *data,
  * (0: set it to now + PCOR_BACKPRESSURE_MS).  NULL when none came.
  */
 pcori_mcb_t *pcori_mcb_get(size_t bytes, bool may_wait, uint64_t *deadline);
+/*
+ * An MCB from outside the pool, for a message of `bytes` DMA data that the
+ * channel cannot offer again (a fast message on a lossless hop): taking it
+ * keeps the channel moving for everybody else.  The caller bounds how many
+ * exist (the receiver holds back the acks that would let more come); the
+ * budget is not charged.  NULL when memory runs out.
+ */
+pcori_mcb_t *pcori_mcb_get_overflow(size_t bytes);
 /* Give back an MCB and its budget (not its data). */
 void pcori_mcb_release(pcori_mcb_t *m);
 /* Deliver a complete MCB into receive r, then release it. */
@@ -196,6 +210,12 @@ struct pcori_port {
 	_Atomic int sleeper;
 	_Atomic uint64_t sleeper_ns;
 	_Atomic uint32_t *wake_word;
+	/*
+	 * Waiters spin-polling this port themselves (its dispatcher stays
+	 * parked meanwhile), and when the last one stopped.
+	 */
+	_Atomic int drivers;
+	_Atomic uint64_t drive_ns;
 	pcori_port_stats_t st;
 	uint64_t cpu_ns; /* its dispatchers' CPU time (finalize) */
 };
@@ -305,6 +325,8 @@ typedef struct pcori_rxstream {
 	pcori_list_t held;      /* frames that came ahead of their turn */
 	uint32_t nheld;
 	uint32_t gap_nacked;    /* seq + 1 of the gap last asked for; 0: none */
+	bool throttled;         /* took an MCB outside the pool: acks stop */
+	uint32_t throttle_seq;  /* short of this seq until none is left */
 } pcori_rxstream_t;
 
 /*
@@ -407,9 +429,7 @@ typedef struct pcori_net {
 	pcori_lock_t timer_lock; /* guards timers */
 	pcori_list_t timers;
 	_Atomic int ntimers;
-	/* Waiters driving progress themselves, and when they last did. */
-	_Atomic int drivers;
-	_Atomic uint64_t drive_ns;
+	/* Parked dispatchers wait on it (see pcori_port_t.drivers). */
 	_Atomic uint32_t drive_word;
 	/*
 	 * Waiters asleep on their request word: a dispatcher must serve
@@ -553,8 +573,8 @@ void pcori_dispatch_kick(void);
 
 /* Poll every port once (and run timers).  Returns events handled. */
 int pcori_progress(void);
-/* Progress hook for waiters (core calls it through pcori_progress_hook). */
-void pcori_drive_begin(void);
+/* Waiting in finalize: this thread polls every port (see drive ops). */
+void pcori_drive_begin(pcori_req_t *r);
 void pcori_drive_end(void);
 
 #endif /* PCOR_DISPATCH_H */

@@ -8,17 +8,20 @@
  *    arrivals and one on the send queue for timed resends.  adaptive:
  *    spins PCOR_DISPATCH_SPIN_NS after the last event, then blocks.
  *  - A thread waiting for a remote request drives its own progress, in
- *    every mode.  For PCOR_SPIN_NS it polls every port, so the message
- *    it waits for needs no thread switch.  Then it sleeps in the port its
- *    message comes through, where the sender sees it asleep and wakes
- *    it: one wake-up per message, and the waiter matches for itself.
- *    One such sleeper per port; other waiters sleep on their request
- *    word.  The modes differ in what dispatchers do when nobody waits.
- *  - Meanwhile dispatchers step aside, parked on drive_word: while a
- *    waiter spins, or sleeps in their port, and for DRIVE_GRACE_NS
- *    after (a ping-pong comes back within it) -- but never while a
- *    waiter sleeps on its word, since nobody else would complete it.
- *    A dispatcher never sleeps holding a port that waiters could poll.
+ *    every mode.  For PCOR_SPIN_NS it polls the port its message comes
+ *    through (every port for a wildcard source), so the message needs
+ *    no thread switch and no other port's dispatcher is kept from
+ *    serving, or sleeping in, its own port.  Then it sleeps in that
+ *    port, where the sender sees it asleep and wakes it: one wake-up
+ *    per message, and the waiter matches for itself.  One such sleeper
+ *    per port; other waiters sleep on their request word.  The modes
+ *    differ in what dispatchers do when nobody waits.
+ *  - Meanwhile the dispatchers of those ports step aside, parked on
+ *    drive_word: while a waiter spins on their port or sleeps in it,
+ *    and for DRIVE_GRACE_NS after (a ping-pong comes back within it) --
+ *    but never while a waiter sleeps on its word, since nobody else
+ *    would complete it.  A dispatcher never sleeps holding a port that
+ *    waiters could poll.
  *  - Whoever goes to sleep first sends every held-back ack, so a peer
  *    never waits on an ack from a process that sleeps.
  */
@@ -28,6 +31,12 @@
 #include <time.h>
 
 #define DRIVE_GRACE_NS 200000
+/*
+ * A parked dispatcher looks again after this while a waiter is at work
+ * on its port (a waiter that starts sleeping on its word calls it back
+ * at once): each look is a thread switch on a core the waiters spin on.
+ */
+#define PARK_MAX_NS 1000000
 #define BLOCK_MAX_MS 100
 #define SLEEP_MAX_NS 100000000 /* a sleeping waiter looks around after */
 
@@ -60,34 +69,74 @@ void pcori_dispatch_kick(void)
 
 /* ---------------------------------------------------------- driving */
 
-void pcori_drive_begin(void)
+/* The ports this thread spin-polls between drive begin and end. */
+static _Thread_local uint32_t driving;
+
+/*
+ * The ports r's message can come through, one bit per port: its peer's
+ * route port when it names a process (polling the others would cost the
+ * waiter a fabric call each round -- a system call on tcp -- and
+ * keep their dispatchers from sleeping in them); every port otherwise.
+ */
+static uint32_t drive_mask(const pcori_req_t *r)
 {
-	atomic_fetch_add(&pcori_net.drivers, 1);
-	atomic_store_explicit(&pcori_net.drive_ns, pcori_now_ns(),
-			      memory_order_relaxed);
-	/*
-	 * A dispatcher asleep in a port we can poll without it would be
-	 * woken by every sender there: send it to its parking place.  (One
-	 * asleep inside progress holds the port; it serves that port.)
-	 */
+	uint32_t all = (1u << pcori_net.nports) - 1;
+	if (!r || r->pid < 0 || r->pid == pcori_rt.pid)
+		return all;
+	pcori_peer_t *peer = pcori_peer_get(r->pid);
+	pcori_route_t *rt = peer ? pcori_peer_route(peer) : NULL;
+	return rt ? 1u << rt->port->index : all;
+}
+
+void pcori_drive_begin(pcori_req_t *r)
+{
+	uint32_t mask = drive_mask(r);
+	driving = mask;
+	uint64_t now = pcori_now_ns();
 	for (int i = 0; i < pcori_net.nports; i++) {
+		if (!(mask & (1u << i)))
+			continue;
 		pcori_port_t *p = pcori_net.ports[i];
+		atomic_fetch_add(&p->drivers, 1);
+		atomic_store_explicit(&p->drive_ns, now, memory_order_relaxed);
+		/*
+		 * A dispatcher asleep in a port we poll without it would be
+		 * woken by every sender there: send it to its parking place.
+		 * (One asleep inside progress holds the port; it serves it.)
+		 */
 		if (p->ops->wait && atomic_load_explicit(&port_waiting[i],
 							 memory_order_relaxed))
 			p->ops->signal(p);
 	}
 }
 
-static int drive_poll(void)
+static int drive_poll(pcori_req_t *r)
 {
-	return pcori_progress();
+	uint32_t mask = driving ? driving : drive_mask(r);
+	int n = 0;
+	for (int i = 0; i < pcori_net.nports; i++) {
+		pcori_port_t *p = pcori_net.ports[i];
+		if ((mask & (1u << i)) && pcori_trylock(&p->progress_lock)) {
+			n += p->ops->progress(p, 0);
+			pcori_unlock(&p->progress_lock);
+		}
+	}
+	n += pcori_timers_run();
+	n += pcori_acks_flush(false);
+	return n;
 }
 
 void pcori_drive_end(void)
 {
-	atomic_store_explicit(&pcori_net.drive_ns, pcori_now_ns(),
-			      memory_order_relaxed);
-	atomic_fetch_sub(&pcori_net.drivers, 1);
+	uint64_t now = pcori_now_ns();
+	for (int i = 0; i < pcori_net.nports; i++) {
+		if (!(driving & (1u << i)))
+			continue;
+		pcori_port_t *p = pcori_net.ports[i];
+		atomic_store_explicit(&p->drive_ns, now, memory_order_relaxed);
+		atomic_fetch_sub(&p->drivers, 1);
+	}
+	driving = 0;
 }
 
 /*
@@ -178,7 +227,7 @@ static const pcori_drive_ops_t drive_ops = {
  */
 static bool port_driven(pcori_port_t *p)
 {
-	if (atomic_load_explicit(&pcori_net.drivers, memory_order_relaxed))
+	if (atomic_load_explicit(&p->drivers, memory_order_relaxed))
 		return true;
 	if (atomic_load_explicit(&pcori_net.word_sleepers,
 				 memory_order_relaxed))
@@ -186,9 +235,25 @@ static bool port_driven(pcori_port_t *p)
 	if (atomic_load_explicit(&p->sleeper, memory_order_relaxed))
 		return true;
 	uint64_t last = PCORI_MAX(
-		atomic_load_explicit(&pcori_net.drive_ns, memory_order_relaxed),
+		atomic_load_explicit(&p->drive_ns, memory_order_relaxed),
 		atomic_load_explicit(&p->sleeper_ns, memory_order_relaxed));
 	return last && pcori_now_ns() - last < DRIVE_GRACE_NS;
+}
+
+/* How long a parked dispatcher of p may wait before it looks again. */
+static int64_t park_ns(pcori_port_t *p)
+{
+	if (atomic_load_explicit(&p->drivers, memory_order_relaxed) ||
+	    atomic_load_explicit(&p->sleeper, memory_order_relaxed))
+		return PARK_MAX_NS;
+	/* Only the grace period is left: wait out what remains of it. */
+	uint64_t last = PCORI_MAX(
+		atomic_load_explicit(&p->drive_ns, memory_order_relaxed),
+		atomic_load_explicit(&p->sleeper_ns, memory_order_relaxed));
+	uint64_t now = pcori_now_ns();
+	if (!last || now - last >= DRIVE_GRACE_NS)
+		return 1000; /* already over: just a look */
+	return (int64_t)(DRIVE_GRACE_NS - (now - last));
 }
 
 static int block_timeout_ms(void)
@@ -234,7 +299,7 @@ static void *rx_main(void *arg)
 			atomic_fetch_add(&pcori_net.parked, 1);
 			if (port_driven(p))
 				pcori_futex_wait(&pcori_net.drive_word, w,
-						 DRIVE_GRACE_NS);
+						 park_ns(p));
 			atomic_fetch_sub(&pcori_net.parked, 1);
 			idle_since = pcori_now_ns();
 			continue;
@@ -432,7 +497,7 @@ void pcori_net_quiesce(void)
 		       (uint64_t)pcori_rt.cfg.linger_ms * 1000000u;
 	size_t left;
 	while ((left = unsettled()) && pcori_now_ns() < end) {
-		pcori_drive_begin();
+		pcori_drive_begin(NULL);
 		for (int i = 0; i < 1000; i++) {
 			pcori_acks_flush(true);
 			pcori_progress();

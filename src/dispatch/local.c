@@ -53,9 +53,40 @@ static size_t held_bytes(const pcori_mcb_t *m)
 	return (m->flags & PCORI_MCB_DMA_DATA) ? m->size : 0;
 }
 
+static bool from_pool(const pcori_mcb_t *m)
+{
+	const pcori_mcb_pool_t *p = &pcori_msg.pool;
+	return m >= p->mcbs && m < p->mcbs + p->cap;
+}
+
+pcori_mcb_t *pcori_mcb_get_overflow(size_t bytes)
+{
+	size_t sz = (sizeof(pcori_mcb_t) + PCORI_CACHELINE - 1) &
+		    ~(size_t)(PCORI_CACHELINE - 1);
+	pcori_mcb_t *m = aligned_alloc(PCORI_CACHELINE, sz);
+	if (!m)
+		return NULL;
+	memset(m, 0, sizeof(*m));
+	m->index = UINT32_MAX;
+	pcori_list_init(&m->arrival);
+	pcori_list_init(&m->chain);
+	atomic_fetch_add_explicit(&pcori_msg.overflow, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&pcori_msg.overflow_bytes, (int64_t)bytes,
+				  memory_order_relaxed);
+	return m;
+}
+
 void pcori_mcb_release(pcori_mcb_t *m)
 {
 	size_t b = held_bytes(m);
+	if (PCORI_UNLIKELY(!from_pool(m))) {
+		atomic_fetch_sub_explicit(&pcori_msg.overflow_bytes,
+					  (int64_t)b, memory_order_relaxed);
+		/* seq_cst: an ack held back for it may go once this is 0. */
+		atomic_fetch_sub(&pcori_msg.overflow, 1);
+		free(m);
+		return;
+	}
 	if (b)
 		atomic_fetch_sub_explicit(&pcori_msg.unexp_bytes, (int64_t)b,
 					  memory_order_relaxed);

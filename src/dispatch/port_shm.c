@@ -34,10 +34,12 @@
  *    (the caller of sendv holds protocol locks that tx_done takes).  A
  *    read copies in the caller's thread, which holds no lock, and reports
  *    its completion before returning.
- *  - Polling and sleeping.  progress scans the contiguous tail array below
- *    the high-water mark of claimed slots and compares with its private
- *    heads.  To sleep it sets `sleeping` (seq_cst), rescans, and waits on
- *    the `wake` futex of its segment; a sender publishes its tail (seq_cst)
+ *  - Polling and sleeping.  progress looks at the header line at the
+ *    head of every ring below the high-water mark of claimed slots: a
+ *    record's stamp, written last, says it is there (shm_ring.c), so a
+ *    small message moves one line and an idle ring costs no transfer.
+ *    To sleep it sets `sleeping` (seq_cst), looks again, and waits on the
+ *    `wake` futex of its segment; a sender publishes its record (seq_cst)
  *    and then reads `sleeping`, bumping `wake` and calling FUTEX_WAKE only
  *    when it is set.  One of the two always sees the other's store, so no
  *    wake-up is lost and an awake receiver costs its senders no syscall.
@@ -125,7 +127,7 @@ struct shm_port {
 	uint8_t *seg;
 	pcori_shm_hdr_t *hdr;
 	pcori_shm_geom_t g;
-	_Atomic uint64_t *owners, *tails, *heads;
+	_Atomic uint64_t *owners, *heads;
 	uint8_t *rings, *cells;
 	shm_rslot_t *rslots;
 	uint64_t nonce, key;
@@ -464,15 +466,10 @@ static int peer_claim(shm_port_t *p, shm_peer_t *d)
 		d->slot = (int)i;
 		d->ring.buf = d->base + d->g.off_ring +
 			      (uint64_t)i * d->g.ring_size;
-		d->ring.tail = (_Atomic uint64_t *)(d->base + d->g.off_tail) + i;
 		d->ring.head = (_Atomic uint64_t *)(d->base + d->g.off_head) + i;
 		d->ring.size = d->g.ring_size;
-		/* A reset slot starts from zero; do not trust it blindly. */
-		d->prod.tail = atomic_load(d->ring.tail);
-		d->prod.head = atomic_load(d->ring.head);
-		if (d->prod.tail != d->prod.head ||
-		    d->prod.tail % PCORI_SHM_LINE)
-			d->prod.tail = d->prod.head = 0;
+		/* A free slot was reset by its receiver: it starts at zero. */
+		pcori_shm_prod_init(&d->prod);
 		/* Let the receiver's scan reach this slot. */
 		uint32_t hwm = atomic_load(&d->hdr->hwm);
 		while (hwm < i + 1 &&
@@ -497,12 +494,14 @@ static void rslot_reset(shm_port_t *p, uint32_t s)
 	rs->broken = false;
 	atomic_store_explicit(&rs->quiet, false, memory_order_relaxed);
 	atomic_store_explicit(&p->heads[s], 0, memory_order_relaxed);
-	atomic_store_explicit(&p->tails[s], 0, memory_order_relaxed);
-	/* Release: the counters are zero before anyone can claim it. */
+	pcori_shm_ring_t ring = {.buf = p->rings + (uint64_t)s * p->g.ring_size,
+				 .size = p->g.ring_size};
+	pcori_shm_ring_reset(&ring);
+	/* Release: the ring is empty before anyone can claim it. */
 	atomic_store_explicit(&p->owners[s], 0, memory_order_release);
 }
 
-static int drain(shm_port_t *p, uint32_t s, uint64_t tail);
+static int drain(shm_port_t *p, uint32_t s);
 
 /*
  * Release peer d, which the directory reported gone.  Progress only.
@@ -522,13 +521,9 @@ static void release_one(shm_port_t *p, shm_peer_t *d)
 		    atomic_load(&p->owners[s]) != (uint64_t)d->pid + 1)
 			continue;
 		/* Bounded: at most a ring's worth of records. */
-		for (uint32_t k = 0; k <= p->g.ring_size / PCORI_SHM_LINE; k++) {
-			uint64_t t = atomic_load_explicit(&p->tails[s],
-							  memory_order_acquire);
-			if (t == rs->head || rs->broken ||
-			    !drain(p, s, t))
+		for (uint32_t k = 0; k <= p->g.ring_size / PCORI_SHM_LINE; k++)
+			if (rs->broken || !drain(p, s))
 				break;
-		}
 		rslot_reset(p, s);
 	}
 	if (d->base) {
@@ -967,7 +962,7 @@ static void park(shm_port_t *p, shm_rslot_t *rs)
 }
 
 /* Hand the records of slot s up to the protocol.  Progress only. */
-static int drain(shm_port_t *p, uint32_t s, uint64_t tail)
+static int drain(shm_port_t *p, uint32_t s)
 {
 	shm_rslot_t *rs = &p->rslots[s];
 	if (rs->broken || (!rs->peer && !rslot_attach(p, s)))
@@ -980,21 +975,24 @@ static int drain(shm_port_t *p, uint32_t s, uint64_t tail)
 		atomic_store_explicit(&rs->quiet, false, memory_order_relaxed);
 	}
 	uint64_t head = rs->head;
-	if (tail - head > p->g.ring_size || tail % PCORI_SHM_LINE) {
-		rslot_broken(p, s, "counters");
-		return 0;
-	}
 	pcori_shm_ring_t ring = {
 		.buf = p->rings + (uint64_t)s * p->g.ring_size,
 		.size = p->g.ring_size,
 	};
 	int n = 0;
-	while (head != tail && n < SHM_DRAIN_BUDGET) {
+	while (n < SHM_DRAIN_BUDGET) {
 		pcori_shm_rec_t rec;
 		uint64_t next;
-		if (pcori_shm_ring_next(&ring, head, tail, &rec, &next) < 0) {
+		int got = pcori_shm_ring_next(&ring, head, &rec, &next);
+		if (got < 0) {
 			rslot_broken(p, s, "record");
 			break;
+		}
+		if (!got)
+			break;
+		if (rec.kind == PCORI_SHM_REC_WRAP) {
+			head = next;
+			continue;
 		}
 		if (rec.kind == PCORI_SHM_REC_FAST) {
 			int r = fast_recv(p, d, &rec);
@@ -1056,17 +1054,28 @@ static int drain(shm_port_t *p, uint32_t s, uint64_t tail)
 	return n;
 }
 
-/* The one contiguous scan of every sender's total-in counter. */
+static pcori_shm_ring_t ring_of(const shm_port_t *p, uint32_t s)
+{
+	return (pcori_shm_ring_t){
+		.buf = p->rings + (uint64_t)s * p->g.ring_size,
+		.size = p->g.ring_size,
+	};
+}
+
+/*
+ * One look at the line at each ring's head: an idle ring's line stays
+ * in our cache, so only rings with news cost a transfer.
+ */
 static int scan(shm_port_t *p)
 {
 	uint32_t hwm = atomic_load_explicit(&p->hdr->hwm, memory_order_acquire);
 	hwm = PCORI_MIN(hwm, p->g.nslots);
 	int n = 0;
 	for (uint32_t s = 0; s < hwm; s++) {
-		uint64_t t = atomic_load_explicit(&p->tails[s],
-						  memory_order_acquire);
-		if (t != p->rslots[s].head)
-			n += drain(p, s, t);
+		const shm_rslot_t *rs = &p->rslots[s];
+		pcori_shm_ring_t ring = ring_of(p, s);
+		if (!rs->broken && pcori_shm_ring_ready(&ring, rs->head))
+			n += drain(p, s);
 	}
 	return n;
 }
@@ -1089,8 +1098,8 @@ static int shm_progress(pcori_port_t *bp, int timeout_ms)
 
 /*
  * Anything for a sleeper?  Read by any thread, without the progress
- * lock: compares the senders' counters with the heads published by
- * whoever drained last (a ring being drained just now counts as work).
+ * lock: looks for a record at the heads published by whoever drained
+ * last (a ring being drained just now counts as work).
  */
 static bool arrivals(shm_port_t *p, bool *quiet_p)
 {
@@ -1099,7 +1108,9 @@ static bool arrivals(shm_port_t *p, bool *quiet_p)
 		return true;
 	uint32_t hwm = PCORI_MIN(atomic_load(&p->hdr->hwm), p->g.nslots);
 	for (uint32_t s = 0; s < hwm; s++) {
-		if (atomic_load(&p->tails[s]) == atomic_load(&p->heads[s]))
+		pcori_shm_ring_t ring = ring_of(p, s);
+		uint64_t h = atomic_load(&p->heads[s]);
+		if (h % PCORI_SHM_LINE || !pcori_shm_ring_ready(&ring, h))
 			continue;
 		/* Parked or broken: retried on a timer, not woken for. */
 		if (!atomic_load_explicit(&p->rslots[s].quiet,
@@ -1313,7 +1324,6 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	h->ncells = g.ncells;
 	h->magic = PCORI_SHM_MAGIC;
 	p->owners = (_Atomic uint64_t *)(p->seg + g.off_owner);
-	p->tails = (_Atomic uint64_t *)(p->seg + g.off_tail);
 	p->heads = (_Atomic uint64_t *)(p->seg + g.off_head);
 	p->rings = p->seg + g.off_ring;
 	p->cells = p->seg + g.off_cell;

@@ -349,6 +349,21 @@ static inline void nacks_add(pcori_peer_t *peer, int delta)
 		memory_order_relaxed);
 }
 
+/*
+ * What an ack of rs covers now: every message started and complete -- but
+ * not past one held outside the MCB pool while any such is left (see
+ * start_message).  Peer rx_lock held.
+ */
+static uint32_t ack_point(pcori_rxstream_t *rs)
+{
+	if (PCORI_UNLIKELY(rs->throttled)) {
+		if (atomic_load(&pcori_msg.overflow))
+			return rs->throttle_seq;
+		rs->throttled = false;
+	}
+	return rs->active ? rs->expected - 1 : rs->expected;
+}
+
 /* Take one due ack of the peer's to ride along.  Stream lock held. */
 static bool piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
 {
@@ -359,7 +374,7 @@ static bool piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
 	if (!pcori_list_empty(&peer->acks)) {
 		pcori_rxstream_t *rs = PCORI_CONTAINER_OF(
 			peer->acks.next, pcori_rxstream_t, ack_link);
-		uint32_t upto = rs->active ? rs->expected - 1 : rs->expected;
+		uint32_t upto = ack_point(rs);
 		pcori_list_remove(&rs->ack_link);
 		nacks_add(peer, -1);
 		atomic_fetch_sub(&pcori_net.acks_pending, 1);
@@ -1151,7 +1166,7 @@ static int acks_flush_peer(pcori_peer_t *peer, uint64_t now, bool force)
 			continue;
 		if (n == (int)PCORI_ARRAY_LEN(out))
 			break;
-		uint32_t upto = rs->active ? rs->expected - 1 : rs->expected;
+		uint32_t upto = ack_point(rs);
 		pcori_list_remove(pos);
 		nacks_add(peer, -1);
 		atomic_fetch_sub(&pcori_net.acks_pending, 1);
@@ -1185,8 +1200,14 @@ void pcori_acks_repeat(void)
 		pcori_lock(&peer->rx_lock);
 		for (int t = 0; t < pcori_rt.max_threads; t++) {
 			pcori_rxstream_t *rs = peer->rx[t];
-			if (rs && rs->expected)
-				ack_schedule(peer, rs, true);
+			if (!rs || !rs->expected)
+				continue;
+			/*
+			 * Finalizing: nothing more is taken, so nothing needs
+			 * holding back -- what came is acknowledged in full.
+			 */
+			rs->throttled = false;
+			ack_schedule(peer, rs, true);
 		}
 		pcori_unlock(&peer->rx_lock);
 	}
@@ -1213,10 +1234,19 @@ static pcori_rndv_t *rndv_new(pcori_req_t *r, pcori_peer_t *peer,
 			      const pcori_wire_rts_t *rts, uint64_t cookie,
 			      uint32_t nfrags);
 
-/* Where a new message goes: a posted receive, or a fresh MCB. */
+/*
+ * Where a new message goes: a posted receive, or a fresh MCB.  A fast
+ * message on a lossless hop (unrefusable: the sender kept no copy) that
+ * finds the pool or budget exhausted takes an MCB from outside the pool
+ * rather than stall the channel, which carries other streams' messages
+ * too (one of them may be what lets the receiver drain the pool).  Its
+ * stream is then throttled: its acks stop short of it until every such
+ * MCB is gone, so the sender's fast window bounds them per stream.
+ */
 static int start_message(pcori_peer_t *peer, pcori_rxstream_t *rs,
 			 const pcori_wire_hdr_t *h, const pcori_mkey_t *k,
-			 bool rndv, const pcori_wire_rts_t *rts, deferred_t *d)
+			 bool rndv, const pcori_wire_rts_t *rts,
+			 bool unrefusable, deferred_t *d)
 {
 	pcori_mq_t *mq = &pcori_msg.mqs[h->dst_thid];
 	size_t size = (size_t)h->total_size;
@@ -1226,14 +1256,26 @@ static int start_message(pcori_peer_t *peer, pcori_rxstream_t *rs,
 	if (!r) {
 		size_t held = (!rndv && size > PCORI_MCB_INLINE) ? size : 0;
 		uint64_t dl = 0;
+		bool over = false;
 		m = pcori_mcb_get(held, false, &dl);
+		if (!m && unrefusable) {
+			m = pcori_mcb_get_overflow(held);
+			over = true;
+		}
 		if (m && held && pcori_dma_alloc(size, &m->data)) {
+			/* Its budget goes back with it. */
+			m->flags = PCORI_MCB_DMA_DATA;
+			m->size = size;
 			pcori_mcb_release(m);
 			m = NULL;
 		}
 		if (!m) {
 			pcori_unlock(&mq->lock);
 			return PCOR_ERR_AGAIN;
+		}
+		if (over && !rs->throttled) {
+			rs->throttled = true;
+			rs->throttle_seq = h->seq;
 		}
 		m->hent.key = *k;
 		m->size = size;
@@ -1455,7 +1497,8 @@ static bool rx_data(pcori_port_t *port, pcori_peer_t *peer,
 	if (!sequence(port, peer, rs, h, h->frag_idx == 0, payload, &d))
 		goto out;
 	if (h->frag_idx == 0) {
-		if (start_message(peer, rs, h, &k, false, NULL, &d)) {
+		if (start_message(peer, rs, h, &k, false, NULL,
+				  fast && port->lossless, &d)) {
 			/* A fast message cannot come again: keep it waiting. */
 			if (fast && port->lossless) {
 				taken = false;
@@ -1532,7 +1575,7 @@ static void rx_rts(pcori_port_t *port, pcori_peer_t *peer,
 	pcori_lock(&peer->rx_lock);
 	pcori_rxstream_t *rs = rxstream_of(peer, h->src_thid);
 	if (rs && sequence(port, peer, rs, h, true, payload, &d)) {
-		if (start_message(peer, rs, h, &k, true, &rts, &d)) {
+		if (start_message(peer, rs, h, &k, true, &rts, false, &d)) {
 			refuse(port, peer, rs, h);
 		} else {
 			rs->unacked++;

@@ -11,16 +11,17 @@
  *
  *   header          magic, geometry, owner, wake-up words
  *   owner[nslots]   who sends through slot i (pid + 1; 0: free)
- *   tail[nslots]    total-in of ring i: bytes the sender published
  *   head[nslots]    total-out of ring i: bytes this process consumed
  *   mark[ncells]    cell pool: a receiver marks a run it has consumed
  *   ring[nslots]    receive rings, ring_size bytes each
  *   cell[ncells]    this process's send cells, cell_size bytes each
  *
- * The tail and head counters of all pairs are contiguous arrays, so the
- * receiver's scan of every ring reads a few cache lines (Chai et al.).
- * Counters only grow (64 bits never wrap); a ring offset is the counter
- * modulo ring_size.  Everything read from a peer's memory is validated
+ * A record announces itself: its header carries a stamp of its position,
+ * written last, so the receiver polls the line at its head and a small
+ * message moves one cache line, with no counter stored per message.  The
+ * head counters are one contiguous array, read by a sender only when its
+ * ring looks full.  Counters only grow (64 bits never wrap); a ring
+ * offset is the counter modulo ring_size.  Everything read from a peer's memory is validated
  * before use: a corrupted or malicious peer can spoil its own messages,
  * never make us read or write outside a mapping.
  */
@@ -30,7 +31,7 @@
 #include "../core/core.h"
 
 #define PCORI_SHM_MAGIC 0x316d6873726f6370ull /* "pcorshm1" */
-#define PCORI_SHM_VERSION 2
+#define PCORI_SHM_VERSION 3
 #define PCORI_SHM_LINE 64    /* records, counters: cache-line aligned */
 #define PCORI_SHM_PAGE 4096
 #define PCORI_SHM_REC_HDR 8  /* record header bytes */
@@ -66,7 +67,7 @@ typedef struct pcori_shm_geom {
 	uint32_t ring_size; /* bytes per receive ring, a power of two */
 	uint32_t cell_size; /* bytes per cell, a multiple of 64 */
 	uint32_t ncells;    /* cells in the send pool */
-	uint64_t off_owner, off_tail, off_head, off_mark, off_ring, off_cell;
+	uint64_t off_owner, off_head, off_mark, off_ring, off_cell;
 	uint64_t size;      /* whole segment, page-aligned */
 } pcori_shm_geom_t;
 
@@ -115,24 +116,46 @@ typedef struct pcori_shm_addr {
 /* One receive ring as seen by either side. */
 typedef struct pcori_shm_ring {
 	uint8_t *buf;           /* size bytes */
-	_Atomic uint64_t *tail; /* total-in: written by the producer only */
 	_Atomic uint64_t *head; /* total-out: written by the consumer only */
 	uint32_t size;          /* power of two */
 } pcori_shm_ring_t;
 
 /* The producer's private view: callers serialise producers. */
 typedef struct pcori_shm_prod {
-	uint64_t tail; /* including reserved, unpublished records */
+	uint64_t tail; /* total-in, including the reserved record */
 	uint64_t head; /* consumer's total-out when last read */
+	/* The reserved record's header, stored by commit; a wrap's too. */
+	uint64_t at, word, wrap_at, wrap_word;
+	bool wrap;
 } pcori_shm_prod_t;
 
 /* A record as the consumer sees it (valid until head moves past it). */
 typedef struct pcori_shm_rec {
 	uint32_t kind;
 	uint32_t len;        /* message bytes */
-	const uint8_t *data; /* INLINE: the message */
+	const uint8_t *data; /* INLINE, FAST: the message */
 	uint32_t first, count; /* CELLS: the run */
 } pcori_shm_rec_t;
+
+/*
+ * Record header word: stamp in the low 32 bits, kind in the next 4, the
+ * length in the top 28.  The stamp names the record's position (lap
+ * included) and is never 0, the value a producer clears the next
+ * header to before it publishes: a line of an older lap, or of a record's
+ * middle, never passes for a new record.
+ */
+#define PCORI_SHM_LEN_MAX ((1u << 28) - 1)
+static inline uint32_t pcori_shm_stamp(uint64_t pos)
+{
+	return (uint32_t)(pos / PCORI_SHM_LINE) | 1u;
+}
+
+static inline uint64_t pcori_shm_hdr_word(uint64_t pos, uint32_t kind,
+					  uint32_t len)
+{
+	return (uint64_t)len << 36 | (uint64_t)(kind & 15) << 32 |
+	       pcori_shm_stamp(pos);
+}
 
 /* Bytes a record with plen payload bytes takes in a ring. */
 static inline uint64_t pcori_shm_rec_size(uint64_t plen)
@@ -151,34 +174,57 @@ static inline uint32_t pcori_shm_inline_max(uint32_t ring_size)
 }
 
 /*
- * Reserve a record of plen payload bytes (kind, len and aux words written
- * into its header) and return where its payload goes, or NULL when the
- * ring has no room (nothing changed then).  The record stays invisible to
- * the consumer until pcori_shm_ring_commit.  plen must not exceed
- * pcori_shm_inline_max.
+ * Reserve a record of plen payload bytes (kind and len kept for its
+ * header) and return where its payload goes, or NULL when the ring has
+ * no room (nothing changed then).  The record stays invisible to the
+ * consumer until pcori_shm_ring_commit.  plen must not exceed
+ * pcori_shm_inline_max, len PCORI_SHM_LEN_MAX.
  */
 void *pcori_shm_ring_reserve(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr,
 			     uint32_t kind, uint32_t len, uint32_t plen);
 
 /*
- * Publish every reserved record.  The store is sequentially consistent:
- * together with the consumer's seq_cst store to `sleeping` it orders the
- * sender's check of that flag after the data (see port_shm.c).
+ * Publish the reserved record: clear the header after it, then store its
+ * header (and a wrap's, last).  The last store is sequentially
+ * consistent: together with the consumer's seq_cst store to `sleeping`
+ * it orders the sender's check of that flag after the data (port_shm.c).
  */
-static inline void pcori_shm_ring_commit(const pcori_shm_ring_t *r,
-					 const pcori_shm_prod_t *pr)
+void pcori_shm_ring_commit(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr);
+
+/* Start a producer at the beginning of a ring that was reset. */
+static inline void pcori_shm_prod_init(pcori_shm_prod_t *pr)
 {
-	atomic_store_explicit(r->tail, pr->tail, memory_order_seq_cst);
+	memset(pr, 0, sizeof(*pr));
 }
 
 /*
- * Consumer: decode the record at head, given the tail it loaded (the
- * caller has checked head <= tail <= head + size).  Skips a WRAP record.
- * Returns 1 with *rec and the head after the record in *next_p, or -1 when
+ * Consumer: does a record stand at head?  (One load of its line; seq_cst
+ * for the sleeper's side of the wake-up protocol, a plain load on x86.)
+ */
+static inline bool pcori_shm_ring_ready(const pcori_shm_ring_t *r,
+					uint64_t head)
+{
+	uint64_t w = __atomic_load_n(
+		(const uint64_t *)(const void *)(r->buf +
+						 (head & (r->size - 1))),
+		__ATOMIC_SEQ_CST);
+	return (uint32_t)w == pcori_shm_stamp(head);
+}
+
+/*
+ * Consumer: decode the record at head (head must be line-aligned).
+ * Returns 0 when none is there yet, 1 with *rec and the head after the
+ * record in *next_p (a WRAP record comes up as such: skip it), or -1 when
  * the record is malformed (the ring must then be abandoned).
  */
 int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
-			uint64_t tail, pcori_shm_rec_t *rec, uint64_t *next_p);
+			pcori_shm_rec_t *rec, uint64_t *next_p);
+
+/* Consumer: make a ring that is handed to a new producer look empty. */
+static inline void pcori_shm_ring_reset(const pcori_shm_ring_t *r)
+{
+	__atomic_store_n((uint64_t *)(void *)r->buf, 0, __ATOMIC_RELAXED);
+}
 
 /* ------------------------------------------------------------- cells */
 

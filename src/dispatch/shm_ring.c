@@ -3,16 +3,24 @@
  * segment layout, SPSC receive rings and the send cell pool.
  *
  * Design notes
- *  - A ring is a byte array with two monotonically growing counters:
- *    tail (the producer's) and head (the consumer's).  A record is an
- *    8-byte header (length, kind) and its payload, padded to a cache
- *    line: records never share a line, so the consumer reading record n
- *    does not fight the producer writing record n+1.  A record never
- *    straddles the end: a WRAP record fills the rest of the ring instead.
- *  - The producer publishes with one store of tail (release, in fact
- *    seq_cst for the wake-up protocol); the consumer publishes with one
- *    store of head (release) after it is done with the records, so the
- *    producer never overwrites bytes still being read.
+ *  - A ring is a byte array and two monotonically growing positions:
+ *    the producer's tail (private) and the consumer's head (shared).  A
+ *    record is an 8-byte header (stamp, kind, length) and its payload,
+ *    padded to a cache line: records never share a line, so the consumer
+ *    reading record n does not fight the producer writing record n+1.  A
+ *    record never straddles the end: a WRAP record fills the rest of the
+ *    ring instead.
+ *  - The producer publishes a record by storing its header last; the
+ *    header's stamp is derived from the record's position, so the
+ *    consumer polls the one line at its head and an 8-byte message moves
+ *    one cache line (Lamport-style, as MPI shared-memory queues do).
+ *    Before that store the producer zeroes the header word after the
+ *    record (room for it is always kept), so what the consumer finds at
+ *    its next head is either 0 or a new record -- never an old lap's
+ *    bytes, nor the middle of an old record that happens to look like a
+ *    header.  The consumer stores head (release) after it is done with
+ *    the records, so the producer never overwrites bytes still read; the
+ *    producer reads head only when the ring looks full.
  *  - Record headers are read once, with one 8-byte load, into locals:
  *    a producer rewriting them meanwhile cannot make us check one value
  *    and use another.
@@ -41,8 +49,6 @@ int pcori_shm_layout(pcori_shm_geom_t *g)
 	uint64_t off = round_up(sizeof(pcori_shm_hdr_t), PCORI_SHM_PAGE);
 	g->off_owner = off;
 	off = round_up(off + (uint64_t)g->nslots * 8, PCORI_SHM_LINE);
-	g->off_tail = off;
-	off = round_up(off + (uint64_t)g->nslots * 8, PCORI_SHM_LINE);
 	g->off_head = off;
 	off = round_up(off + (uint64_t)g->nslots * 8, PCORI_SHM_LINE);
 	g->off_mark = off;
@@ -57,27 +63,27 @@ int pcori_shm_layout(pcori_shm_geom_t *g)
 
 /* ------------------------------------------------------------- rings */
 
-/* Header word: len in the low 32 bits, kind above. */
-static inline void rec_put(uint8_t *at, uint32_t kind, uint32_t len)
+static inline void word_put(uint8_t *at, uint64_t w, int order)
 {
-	__atomic_store_n((uint64_t *)(void *)at,
-			 (uint64_t)kind << 32 | len, __ATOMIC_RELAXED);
+	__atomic_store_n((uint64_t *)(void *)at, w, order);
 }
 
-static inline uint64_t rec_get(const uint8_t *at)
+static inline uint64_t word_get(const uint8_t *at)
 {
 	return __atomic_load_n((const uint64_t *)(const void *)at,
-			       __ATOMIC_RELAXED);
+			       __ATOMIC_ACQUIRE);
 }
 
 void *pcori_shm_ring_reserve(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr,
 			     uint32_t kind, uint32_t len, uint32_t plen)
 {
+	PCORI_ASSERT(len <= PCORI_SHM_LEN_MAX);
 	uint64_t need = pcori_shm_rec_size(plen);
 	uint64_t tail = pr->tail;
 	uint64_t pos = tail & (r->size - 1);
 	uint64_t room = r->size - pos;
-	uint64_t total = need <= room ? need : room + need;
+	/* And the line after it, whose header commit clears. */
+	uint64_t total = (need <= room ? need : room + need) + PCORI_SHM_LINE;
 	/*
 	 * The head we saw last is usually far enough behind: only reload
 	 * it (a cache miss on the consumer's line) when it is not.
@@ -87,39 +93,54 @@ void *pcori_shm_ring_reserve(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr,
 		if (tail + total - pr->head > r->size)
 			return NULL;
 	}
-	if (need > room) {
-		rec_put(r->buf + pos, PCORI_SHM_REC_WRAP, (uint32_t)room);
+	pr->wrap = need > room;
+	if (pr->wrap) {
+		pr->wrap_at = pos;
+		pr->wrap_word = pcori_shm_hdr_word(tail, PCORI_SHM_REC_WRAP,
+						   (uint32_t)room);
 		tail += room;
 		pos = 0;
 	}
-	rec_put(r->buf + pos, kind, len);
+	pr->at = pos;
+	pr->word = pcori_shm_hdr_word(tail, kind, len);
 	pr->tail = tail + need;
 	return r->buf + pos + PCORI_SHM_REC_HDR;
 }
 
-int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
-			uint64_t tail, pcori_shm_rec_t *rec, uint64_t *next_p)
+void pcori_shm_ring_commit(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr)
 {
-	uint64_t avail = tail - head;
+	word_put(r->buf + (pr->tail & (r->size - 1)), 0, __ATOMIC_RELAXED);
+	if (pr->wrap) {
+		/* The record first: a consumer that sees the wrap finds it. */
+		word_put(r->buf + pr->at, pr->word, __ATOMIC_RELEASE);
+		word_put(r->buf + pr->wrap_at, pr->wrap_word, __ATOMIC_SEQ_CST);
+		pr->wrap = false;
+	} else {
+		word_put(r->buf + pr->at, pr->word, __ATOMIC_SEQ_CST);
+	}
+}
+
+int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
+			pcori_shm_rec_t *rec, uint64_t *next_p)
+{
 	uint64_t pos = head & (r->size - 1);
 	uint64_t room = r->size - pos;
-	if (avail < PCORI_SHM_REC_HDR || (pos & (PCORI_SHM_LINE - 1)))
+	if (pos & (PCORI_SHM_LINE - 1))
 		return -1;
-	uint64_t w = rec_get(r->buf + pos);
-	uint32_t kind = (uint32_t)(w >> 32), len = (uint32_t)w;
-	if (kind == PCORI_SHM_REC_WRAP) {
-		if (pos == 0 || len != room || room >= avail)
-			return -1;
-		head += room;
-		avail -= room;
-		pos = 0;
-		room = r->size;
-		w = rec_get(r->buf);
-		kind = (uint32_t)(w >> 32);
-		len = (uint32_t)w;
-	}
+	uint64_t w = word_get(r->buf + pos);
+	if ((uint32_t)w != pcori_shm_stamp(head))
+		return 0;
+	uint32_t kind = (uint32_t)(w >> 32) & 15, len = (uint32_t)(w >> 36);
 	uint64_t plen;
 	switch (kind) {
+	case PCORI_SHM_REC_WRAP:
+		if (pos == 0 || len != room)
+			return -1;
+		rec->kind = kind;
+		rec->len = 0;
+		rec->data = NULL;
+		*next_p = head + room;
+		return 1;
 	case PCORI_SHM_REC_INLINE:
 	case PCORI_SHM_REC_FAST:
 		plen = len;
@@ -130,15 +151,18 @@ int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
 	default:
 		return -1;
 	}
+	/* One line is always left free after a record (see reserve). */
 	uint64_t need = pcori_shm_rec_size(plen);
-	if (need > room || need > avail)
+	if (need > room || need + PCORI_SHM_LINE > r->size)
 		return -1;
 	const uint8_t *payload = r->buf + pos + PCORI_SHM_REC_HDR;
 	rec->kind = kind;
 	rec->len = len;
 	rec->data = payload;
 	if (kind == PCORI_SHM_REC_CELLS) {
-		uint64_t c = rec_get(payload);
+		uint64_t c = __atomic_load_n(
+			(const uint64_t *)(const void *)payload,
+			__ATOMIC_RELAXED);
 		rec->first = (uint32_t)c;
 		rec->count = (uint32_t)(c >> 32);
 		rec->data = NULL;

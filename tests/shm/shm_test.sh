@@ -9,6 +9,9 @@
 #   nocma       the same with single copy disabled (PCOR_SHM_CMA=off)
 #   alltoall    4 processes x 250 threads, all to all
 #   flood       100000 messages to a receiver that waits first
+#   flood-smallpool  the same with 16 MCBs: the fast window (256) alone
+#               overflows the pool, and a word from another thread still
+#               passes the stalled stream in the same ring
 #   kill        a peer dies by SIGKILL mid-transfer
 #   spawn       a process added with pcor_spawn talks over pcor-shm
 #   rogue       a peer scribbles on its ring; the victim carries on
@@ -91,6 +94,10 @@ alltoall)
 flood)
 	PCOR_MCB_POOL=1024 run_job 0 $((600 * mult)) "$pcorrun" -n 2 \
 		--tag-output "$app" flood 100000 "$marker"
+	expect_ok flood 2 ;;
+flood-smallpool)
+	PCOR_MCB_POOL=16 run_job 0 $((300 * mult)) "$pcorrun" -n 2 \
+		--tag-output "$app" flood 5000 "$marker"
 	expect_ok flood 2 ;;
 kill)
 	run_job 137 $((300 * mult)) "$pcorrun" -n 3 --keep-going --tag-output \

@@ -7,10 +7,10 @@
 
 #include <pthread.h>
 
-/* A ring in ordinary memory, with its two counters. */
+/* A ring in ordinary memory (garbage in it at first), and its head. */
 typedef struct test_ring {
 	pcori_shm_ring_t r;
-	_Atomic uint64_t tail, head;
+	_Atomic uint64_t head;
 	uint8_t *mem;
 } test_ring_t;
 
@@ -19,11 +19,9 @@ static void ring_make(test_ring_t *t, uint32_t size)
 	t->mem = aligned_alloc(64, size);
 	CHECK(t->mem);
 	memset(t->mem, 0xee, size);
-	atomic_init(&t->tail, 0);
 	atomic_init(&t->head, 0);
 	t->r.buf = t->mem;
 	t->r.size = size;
-	t->r.tail = &t->tail;
 	t->r.head = &t->head;
 }
 
@@ -33,9 +31,9 @@ static void test_layout(void)
 			      .cell_size = 8192, .ncells = 128};
 	CHECK(pcori_shm_layout(&g) == 0);
 	CHECK(g.off_owner >= sizeof(pcori_shm_hdr_t));
-	CHECK(g.off_tail >= g.off_owner + 4 * 8);
-	CHECK(g.off_head >= g.off_tail + 4 * 8);
-	CHECK(g.off_tail % 64 == 0 && g.off_head % 64 == 0);
+	CHECK(g.off_head >= g.off_owner + 4 * 8);
+	CHECK(g.off_head % 64 == 0);
+	CHECK(g.off_mark >= g.off_head + 4 * 8);
 	CHECK(g.off_ring % 4096 == 0 && g.off_cell % 64 == 0);
 	CHECK(g.off_cell == g.off_ring + 4 * 32768);
 	CHECK(g.size >= g.off_cell + 128 * 8192 && g.size % 4096 == 0);
@@ -68,52 +66,67 @@ static bool put(test_ring_t *t, pcori_shm_prod_t *pr, uint32_t len,
 	return true;
 }
 
+static void set_word(test_ring_t *t, uint64_t pos, uint64_t w)
+{
+	memcpy(t->mem + (pos & (t->r.size - 1)), &w, 8);
+}
+
 static void test_ring_basic(void)
 {
 	test_ring_t t;
 	ring_make(&t, 4096);
-	pcori_shm_prod_t pr = {0, 0};
+	pcori_shm_prod_t pr;
+	pcori_shm_prod_init(&pr);
 	uint64_t head = 0;
 	pcori_shm_rec_t rec;
 	uint64_t next;
 	CHECK(pcori_shm_inline_max(4096) == 1024 - 8);
-	/* Fill: 56-byte payloads take one line each. */
+	/* The garbage is no record. */
+	CHECK(!pcori_shm_ring_ready(&t.r, 0));
+	CHECK(pcori_shm_ring_next(&t.r, 0, &rec, &next) == 0);
+	/* Fill: 56-byte payloads take one line each; one line stays free. */
 	int n = 0;
 	while (put(&t, &pr, 56, (uint64_t)n))
 		n++;
-	CHECK(n == 4096 / 64);
-	CHECK(atomic_load(&t.tail) == 4096);
-	/* Consume all, in order, then the ring takes more. */
+	CHECK(n == 4096 / 64 - 1);
+	/* Consume all, in order; then there is nothing, until room is given. */
 	for (int i = 0; i < n; i++) {
-		CHECK(pcori_shm_ring_next(&t.r, head, 4096, &rec, &next) == 1);
+		CHECK(pcori_shm_ring_ready(&t.r, head));
+		CHECK(pcori_shm_ring_next(&t.r, head, &rec, &next) == 1);
 		CHECK(rec.kind == PCORI_SHM_REC_INLINE && rec.len == 56);
 		CHECK_PATTERN(rec.data, 56, (uint64_t)i);
 		head = next;
 	}
-	CHECK(head == 4096);
+	CHECK(head == 4096 - 64);
+	CHECK(pcori_shm_ring_next(&t.r, head, &rec, &next) == 0);
 	CHECK(!put(&t, &pr, 0, 0)); /* head not given back yet */
 	atomic_store(&t.head, head);
 	CHECK(put(&t, &pr, 0, 0));
-	CHECK(pcori_shm_ring_next(&t.r, head, atomic_load(&t.tail), &rec,
-				  &next) == 1);
+	CHECK(pcori_shm_ring_next(&t.r, head, &rec, &next) == 1);
 	CHECK(rec.len == 0 && next == head + 64);
 	head = next;
+	CHECK(pcori_shm_ring_next(&t.r, head, &rec, &next) == 0);
+	/* A line of the lap before, where the next record goes: not taken. */
+	set_word(&t, head, pcori_shm_hdr_word(head - 4096,
+					      PCORI_SHM_REC_INLINE, 8));
+	CHECK(pcori_shm_ring_next(&t.r, head, &rec, &next) == 0);
 	atomic_store(&t.head, head);
 
 	/* A record that does not fit before the end wraps. */
-	pr.tail = pr.head = head = 4096 * 3 + 4096 - 128;
-	atomic_store(&t.tail, head);
+	head = 4096 * 3 + 4096 - 128;
+	pr.tail = pr.head = head;
 	atomic_store(&t.head, head);
 	CHECK(put(&t, &pr, 500, 7));
-	uint64_t tail = atomic_load(&t.tail);
-	CHECK(tail == head + 128 + pcori_shm_rec_size(500));
-	CHECK(pcori_shm_ring_next(&t.r, head, tail, &rec, &next) == 1);
-	CHECK(rec.len == 500 && next == tail);
+	CHECK(pcori_shm_ring_next(&t.r, head, &rec, &next) == 1);
+	CHECK(rec.kind == PCORI_SHM_REC_WRAP && next == head + 128);
+	head = next;
+	CHECK(pcori_shm_ring_next(&t.r, head, &rec, &next) == 1);
+	CHECK(rec.len == 500 && next == pr.tail);
 	CHECK(rec.data == t.mem + 8);
 	CHECK_PATTERN(rec.data, 500, 7);
 
 	/* The largest inline record, and a cells record. */
-	head = tail;
+	head = next;
 	atomic_store(&t.head, head);
 	CHECK(put(&t, &pr, pcori_shm_inline_max(4096), 9));
 	uint8_t *d = pcori_shm_ring_reserve(&t.r, &pr, PCORI_SHM_REC_CELLS,
@@ -122,13 +135,18 @@ static void test_ring_basic(void)
 	uint64_t run = (uint64_t)3 << 32 | 17;
 	memcpy(d, &run, 8);
 	pcori_shm_ring_commit(&t.r, &pr);
-	tail = atomic_load(&t.tail);
-	CHECK(pcori_shm_ring_next(&t.r, head, tail, &rec, &next) == 1);
+	CHECK(pcori_shm_ring_next(&t.r, head, &rec, &next) == 1);
 	CHECK_PATTERN(rec.data, pcori_shm_inline_max(4096), 9);
 	head = next;
-	CHECK(pcori_shm_ring_next(&t.r, head, tail, &rec, &next) == 1);
+	CHECK(pcori_shm_ring_next(&t.r, head, &rec, &next) == 1);
 	CHECK(rec.kind == PCORI_SHM_REC_CELLS && rec.len == 100000 &&
-	      rec.first == 17 && rec.count == 3 && next == tail);
+	      rec.first == 17 && rec.count == 3 && next == pr.tail);
+	CHECK(pcori_shm_ring_next(&t.r, next, &rec, &next) == 0);
+	/* A reset ring is empty at 0 again, whatever it held. */
+	set_word(&t, 0, pcori_shm_hdr_word(0, PCORI_SHM_REC_INLINE, 8));
+	CHECK(pcori_shm_ring_ready(&t.r, 0));
+	pcori_shm_ring_reset(&t.r);
+	CHECK(!pcori_shm_ring_ready(&t.r, 0));
 	free(t.mem);
 }
 
@@ -137,36 +155,35 @@ static void test_ring_malformed(void)
 {
 	test_ring_t t;
 	ring_make(&t, 4096);
-	pcori_shm_prod_t pr = {0, 0};
+	pcori_shm_prod_t pr;
+	pcori_shm_prod_init(&pr);
 	pcori_shm_rec_t rec;
 	uint64_t next;
 	CHECK(put(&t, &pr, 10, 1));
-	uint64_t *w = (uint64_t *)(void *)t.mem;
 
-	*w = (uint64_t)77 << 32 | 10; /* unknown kind */
-	CHECK(pcori_shm_ring_next(&t.r, 0, 64, &rec, &next) == -1);
-	*w = (uint64_t)PCORI_SHM_REC_INLINE << 32 | 100; /* past the tail */
-	CHECK(pcori_shm_ring_next(&t.r, 0, 64, &rec, &next) == -1);
-	*w = (uint64_t)PCORI_SHM_REC_INLINE << 32 | 0xffffffffu;
-	CHECK(pcori_shm_ring_next(&t.r, 0, 4096, &rec, &next) == -1);
-	*w = (uint64_t)PCORI_SHM_REC_WRAP << 32 | 4096; /* wrap at 0 */
-	CHECK(pcori_shm_ring_next(&t.r, 0, 4096, &rec, &next) == -1);
-	*w = (uint64_t)PCORI_SHM_REC_INLINE << 32 | 10;
-	CHECK(pcori_shm_ring_next(&t.r, 8, 64, &rec, &next) == -1); /* align */
-	CHECK(pcori_shm_ring_next(&t.r, 0, 4, &rec, &next) == -1);  /* short */
-	CHECK(pcori_shm_ring_next(&t.r, 0, 64, &rec, &next) == 1);
+	set_word(&t, 0, pcori_shm_hdr_word(0, 9, 10)); /* unknown kind */
+	CHECK(pcori_shm_ring_next(&t.r, 0, &rec, &next) == -1);
+	set_word(&t, 0, pcori_shm_hdr_word(0, PCORI_SHM_REC_INLINE,
+					   PCORI_SHM_LEN_MAX)); /* too long */
+	CHECK(pcori_shm_ring_next(&t.r, 0, &rec, &next) == -1);
+	set_word(&t, 0, pcori_shm_hdr_word(0, PCORI_SHM_REC_INLINE,
+					   4096 - 8)); /* no free line left */
+	CHECK(pcori_shm_ring_next(&t.r, 0, &rec, &next) == -1);
+	set_word(&t, 0, pcori_shm_hdr_word(0, PCORI_SHM_REC_WRAP, 4096));
+	CHECK(pcori_shm_ring_next(&t.r, 0, &rec, &next) == -1); /* wrap at 0 */
+	set_word(&t, 0, pcori_shm_hdr_word(0, PCORI_SHM_REC_INLINE, 10));
+	CHECK(pcori_shm_ring_next(&t.r, 8, &rec, &next) == -1); /* align */
+	CHECK(pcori_shm_ring_next(&t.r, 4096, &rec, &next) == 0); /* lap */
+	CHECK(pcori_shm_ring_next(&t.r, 0, &rec, &next) == 1);
 
 	/* A wrap whose length is not the rest of the ring. */
-	uint64_t *end = (uint64_t *)(void *)(t.mem + 4096 - 64);
-	*end = (uint64_t)PCORI_SHM_REC_WRAP << 32 | 32;
-	CHECK(pcori_shm_ring_next(&t.r, 4096 - 64, 4096 + 64, &rec, &next) ==
-	      -1);
-	/* A wrap with nothing after it. */
-	*end = (uint64_t)PCORI_SHM_REC_WRAP << 32 | 64;
-	CHECK(pcori_shm_ring_next(&t.r, 4096 - 64, 4096, &rec, &next) == -1);
-	CHECK(pcori_shm_ring_next(&t.r, 4096 - 64, 4096 + 64, &rec, &next) ==
-	      1);
-	CHECK(next == 4096 + 64);
+	set_word(&t, 4096 - 64,
+		 pcori_shm_hdr_word(4096 - 64, PCORI_SHM_REC_WRAP, 32));
+	CHECK(pcori_shm_ring_next(&t.r, 4096 - 64, &rec, &next) == -1);
+	set_word(&t, 4096 - 64,
+		 pcori_shm_hdr_word(4096 - 64, PCORI_SHM_REC_WRAP, 64));
+	CHECK(pcori_shm_ring_next(&t.r, 4096 - 64, &rec, &next) == 1);
+	CHECK(rec.kind == PCORI_SHM_REC_WRAP && next == 4096);
 	free(t.mem);
 }
 
@@ -183,7 +200,8 @@ static uint32_t spsc_len(uint64_t i)
 static void *spsc_producer(void *arg)
 {
 	(void)arg;
-	pcori_shm_prod_t pr = {0, 0};
+	pcori_shm_prod_t pr;
+	pcori_shm_prod_init(&pr);
 	for (uint64_t i = 0; i < SPSC_N;) {
 		if (put(&spsc, &pr, spsc_len(i), i))
 			i++;
@@ -200,20 +218,25 @@ static void test_ring_threads(void)
 	CHECK(pthread_create(&th, NULL, spsc_producer, NULL) == 0);
 	uint64_t head = 0, got = 0;
 	while (got < SPSC_N) {
-		uint64_t tail = atomic_load_explicit(&spsc.tail,
-						     memory_order_acquire);
-		CHECK(tail - head <= spsc.r.size);
-		while (head != tail) {
-			pcori_shm_rec_t rec;
-			uint64_t next;
-			CHECK(pcori_shm_ring_next(&spsc.r, head, tail, &rec,
-						  &next) == 1);
+		pcori_shm_rec_t rec;
+		uint64_t next;
+		int r = pcori_shm_ring_next(&spsc.r, head, &rec, &next);
+		CHECK(r >= 0);
+		if (!r) {
+			atomic_store_explicit(&spsc.head, head,
+					      memory_order_release);
+			pcori_cpu_relax();
+			continue;
+		}
+		if (rec.kind != PCORI_SHM_REC_WRAP) {
 			CHECK(rec.len == spsc_len(got));
 			CHECK_PATTERN(rec.data, rec.len, got);
 			got++;
-			head = next;
 		}
-		atomic_store_explicit(&spsc.head, head, memory_order_release);
+		head = next;
+		if (got % 16 == 0)
+			atomic_store_explicit(&spsc.head, head,
+					      memory_order_release);
 	}
 	CHECK(pthread_join(th, NULL) == 0);
 	free(spsc.mem);
