@@ -1,14 +1,15 @@
 /*
  * shmring_fuzz -- libFuzzer target for the pcor-shm ring reader
  * (pcori_shm_ring_next in src/dispatch/shm_ring.c): the ring lives in
- * memory a local peer writes, so every byte of it, and the counters, may
- * be hostile.
+ * memory a local peer writes, so every byte of it may be hostile.
  *
- * Input: byte 0 picks the ring size (64 B to 8 KiB), bytes 1-2 the head
- * offset, bytes 3-4 how far the tail is ahead; the rest fills the ring.
- * The reader walks records until it reports one malformed.  Every record
- * it accepts must lie inside the ring and between head and tail, and
- * the walk must move forward.
+ * Input: byte 0 picks the ring size (64 B to 8 KiB), bytes 1-2 the line
+ * the consumer's head stands on, byte 3 whether the low half of each
+ * line's first word is overwritten with the stamp its position would
+ * carry (odd: so the fuzzer reaches the record decoder instead of stopping
+ * at "nothing there yet"); the rest fills the ring.  The reader walks
+ * records until it finds none or one malformed.  Every record it accepts
+ * must lie inside the ring, and the walk must move forward.
  */
 #include "dispatch/shm.h"
 
@@ -20,34 +21,51 @@ static void must(bool ok, const char *what)
 	}
 }
 
+/* Give every line the stamp of the position it holds in the first lap. */
+static void stamp_lines(uint8_t *buf, uint32_t rsize, uint64_t head)
+{
+	uint64_t hpos = head & (rsize - 1);
+	for (uint32_t off = 0; off < rsize; off += PCORI_SHM_LINE) {
+		uint64_t pos = head + ((off + rsize - hpos) & (rsize - 1));
+		uint32_t s = pcori_shm_stamp(pos);
+		memcpy(buf + off, &s, sizeof s); /* little-endian low half */
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	if (size < 5)
+	if (size < 4)
 		return 0;
 	uint32_t rsize = 64u << (data[0] % 8);
 	uint8_t *buf = aligned_alloc(PCORI_SHM_LINE, rsize);
 	must(buf != NULL, "ring allocated");
 	memset(buf, 0, rsize);
-	size_t n = size - 5 < rsize ? size - 5 : rsize;
-	memcpy(buf, data + 5, n);
+	size_t n = size - 4 < rsize ? size - 4 : rsize;
+	memcpy(buf, data + 4, n);
 	/* Counters are 64-bit and only grow: start far from zero. */
-	uint64_t head = (1ull << 40) + ((uint64_t)data[1] << 8 | data[2]);
-	uint64_t tail = head + (((uint64_t)data[3] << 8 | data[4]) % (rsize + 1));
-	_Atomic uint64_t t = tail, h = head;
-	pcori_shm_ring_t r = {.buf = buf, .tail = &t, .head = &h,
-			      .size = rsize};
-	for (int i = 0; i < 4096 && head < tail; i++) {
+	uint64_t line = ((uint64_t)data[1] << 8 | data[2]) %
+			(rsize / PCORI_SHM_LINE);
+	uint64_t head = (1ull << 40) + line * PCORI_SHM_LINE;
+	if (data[3] & 1)
+		stamp_lines(buf, rsize, head);
+	_Atomic uint64_t h = head;
+	pcori_shm_ring_t r = {.buf = buf, .head = &h, .size = rsize};
+	uint64_t start = head;
+	for (int i = 0; i < 4096; i++) {
 		pcori_shm_rec_t rec;
 		uint64_t next = 0;
-		int rc = pcori_shm_ring_next(&r, head, tail, &rec, &next);
+		int rc = pcori_shm_ring_next(&r, head, &rec, &next);
 		if (rc != 1) {
-			must(rc == -1, "malformed is -1");
+			must(rc == 0 || rc == -1, "nothing there is 0, "
+						  "malformed -1");
 			break;
 		}
-		must(next > head && next <= tail, "the walk moves forward, "
-						  "within the tail");
-		if (rec.kind == PCORI_SHM_REC_CELLS) {
+		must(next > head, "the walk moves forward");
+		must(next - start <= 2ull * rsize * 4096, "the walk is bounded");
+		if (rec.kind == PCORI_SHM_REC_WRAP) {
+			must((next & (rsize - 1)) == 0, "a wrap ends the lap");
+		} else if (rec.kind == PCORI_SHM_REC_CELLS) {
 			must(rec.data == NULL, "cells carry no inline data");
 		} else {
 			must(rec.kind == PCORI_SHM_REC_INLINE ||
