@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mv.h"
 
@@ -74,7 +75,10 @@ int mv_map_write_manifest(const mv_map_t *m)
 {
 	char path[600], tmp[620];
 	snprintf(path, sizeof(path), "%s/map.txt", m->dir);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	/* Processes making shares of one map each write the (same) manifest:
+	 * a temporary name of their own, so one's rename cannot take
+	 * another's file away. */
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
 	FILE *f = fopen(tmp, "w");
 	if (!f)
 		return -errno;
