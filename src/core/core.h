@@ -654,10 +654,11 @@ typedef struct pcori_drive_ops {
 	 * begin/end bracket a spin on r (one at a time per thread); poll is
 	 * one round of progress on the ports r's message can come through
 	 * (its peer's port; every port for a wildcard or local request).
+	 * end takes the clock if the caller read it (0: it did not).
 	 */
 	void (*begin)(pcori_req_t *r);
 	int (*poll)(pcori_req_t *r);
-	void (*end)(void);
+	void (*end)(uint64_t now);
 	/*
 	 * Sleep as the one sleeper of the port that r's message comes
 	 * through, in place of the port's dispatcher: until something

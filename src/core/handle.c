@@ -317,23 +317,28 @@ static inline bool req_pending(pcori_req_t *r, uint32_t gen)
 #define DRIVE_YIELD_NS 2000
 
 /*
- * Spin-wait for r while polling the fabric, for up to spin_ns.  Returns
- * the time spent, so the caller's own spin window is not spent twice.
+ * Spin-wait for r while polling the fabric, for up to spin_ns.  The clock
+ * is first read after DRIVE_CLOCK_POLLS polls: a ping-pong's answer
+ * usually comes within them, and a clock read costs as much as a poll.
  */
+#define DRIVE_CLOCK_POLLS 16u
 static void drive_until(pcori_req_t *r, uint32_t gen,
 			const pcori_drive_ops_t *d, int64_t spin_ns,
 			uint64_t deadline)
 {
-	uint64_t start = pcori_now_ns();
-	uint64_t end = spin_ns > 0 ? start + (uint64_t)spin_ns : start;
-	if (end > deadline)
-		end = deadline;
-	uint64_t yield_at = start + DRIVE_YIELD_NS;
+	uint64_t now = 0, end = 0, yield_at = 0;
 	d->begin(r);
 	for (unsigned i = 1; req_pending(r, gen); i++) {
 		d->poll(r);
-		if ((i & 15) == 0) {
-			uint64_t now = pcori_now_ns();
+		if ((i % DRIVE_CLOCK_POLLS) == 0) {
+			now = pcori_now_ns();
+			if (i == DRIVE_CLOCK_POLLS) {
+				end = spin_ns > 0 ? now + (uint64_t)spin_ns
+						  : now;
+				if (end > deadline)
+					end = deadline;
+				yield_at = now + DRIVE_YIELD_NS;
+			}
 			if (now >= end)
 				break;
 			/*
@@ -347,7 +352,7 @@ static void drive_until(pcori_req_t *r, uint32_t gen,
 			}
 		}
 	}
-	d->end();
+	d->end(now);
 }
 
 /* Shared by pcor_handle_test and pcor_handle_wait. */

@@ -575,6 +575,6 @@ void pcori_dispatch_kick(void);
 int pcori_progress(void);
 /* Waiting in finalize: this thread polls every port (see drive ops). */
 void pcori_drive_begin(pcori_req_t *r);
-void pcori_drive_end(void);
+void pcori_drive_end(uint64_t now);
 
 #endif /* PCOR_DISPATCH_H */

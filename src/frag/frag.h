@@ -13,7 +13,7 @@
 
 /* uthash must not abort the process when malloc fails. */
 #define HASH_NONFATAL_OOM 1
-extern _Thread_local bool pcori_hash_oom;
+extern _Thread_local bool pcori_hash_oom __attribute__((tls_model("initial-exec")));
 #define uthash_nonfatal_oom(obj) (pcori_hash_oom = true)
 #include <uthash.h>
 

@@ -18,7 +18,7 @@
  */
 #include "frag.h"
 
-_Thread_local bool pcori_hash_oom;
+_Thread_local bool pcori_hash_oom __attribute__((tls_model("initial-exec")));
 
 static void index_reset(pcori_mq_t *mq)
 {
