@@ -187,9 +187,11 @@ struct pcori_port {
 	bool can_read;          /* remote reads possible */
 	/*
 	 * Frames are neither lost nor reordered nor refused once a send
-	 * returned PCOR_OK (pcor-shm): small messages take the fast path.
+	 * returned PCOR_OK (pcor-shm; reliable libfabric endpoints): small
+	 * messages, up to fast_max bytes of payload, take the fast path.
 	 */
 	bool lossless;
+	size_t fast_max;
 	pcori_dispatch_mode_t mode;
 	/* One poller at a time: dispatcher thread or a driving waiter. */
 	pcori_lock_t progress_lock;

@@ -40,6 +40,8 @@
 #define OFI_SLAB_FRAGS 16
 #define OFI_SINGLE_BUFS 64
 #define OFI_CQ_BATCH 16
+/* Largest fast-path frame (header included) asked of the provider. */
+#define OFI_FAST_FRAME 1024
 
 typedef struct ofi_port ofi_port_t;
 
@@ -76,7 +78,19 @@ struct ofi_port {
 	bool told_unposted;
 	ofi_rxbuf_t rescue; /* drains the provider's queue meanwhile */
 	_Atomic uint64_t next_key;
+	/*
+	 * Lossless ports: completions held back, in order, because the
+	 * protocol could not take a fast message yet (the sender kept no
+	 * copy, so it must not be dropped).  They are offered again before
+	 * the queue is read, no sooner than backlog_ns.
+	 */
+	struct fi_cq_data_entry backlog[OFI_CQ_BATCH];
+	int nbacklog;
+	uint64_t backlog_ns;
 };
+
+/* How long held-back completions wait before they are offered again. */
+#define OFI_BACKLOG_NS 100000
 
 static int fi_status(int fi_rc, const char *what, const ofi_port_t *p)
 {
@@ -194,6 +208,23 @@ static int ofi_inject(pcori_port_t *bp, uint64_t dest, const void *buf,
 	return fi_status((int)rc, "inject", p);
 }
 
+/*
+ * A fast-path message: header and payload as one frame, injected (the
+ * provider copies it before returning).  Lossless ports only.
+ */
+static int ofi_inject_hdr(pcori_port_t *bp, uint64_t dest,
+			  const pcori_wire_hdr_t *h, const void *payload)
+{
+	size_t len = PCORI_WIRE_HDR_SIZE + h->frag_len;
+	if (len > bp->inject_max || len > OFI_FAST_FRAME)
+		return PCOR_ERR_AGAIN; /* the full path takes it */
+	uint8_t frame[OFI_FAST_FRAME];
+	pcori_wire_encode(h, frame);
+	if (h->frag_len)
+		memcpy(frame + PCORI_WIRE_HDR_SIZE, payload, h->frag_len);
+	return ofi_inject(bp, dest, frame, len);
+}
+
 static int ofi_read(pcori_port_t *bp, uint64_t src, void *dst, size_t len,
 		    uint64_t raddr, uint64_t key, pcori_ctx_t *ctx)
 {
@@ -298,6 +329,46 @@ static ssize_t cq_read(ofi_port_t *p, struct fi_cq_data_entry *ev,
 	return n;
 }
 
+/*
+ * Hand n completions to the protocol, in order.  A fast message it cannot
+ * take yet stops the run: it and what follows it go to the backlog.
+ * Returns how many were handled.
+ */
+static int deliver(ofi_port_t *p, const struct fi_cq_data_entry *ev, int n)
+{
+	pcori_port_t *bp = &p->base;
+	for (int i = 0; i < n; i++) {
+		pcori_ctx_t *ctx = ev[i].op_context;
+		switch (ctx->kind) {
+		case PCORI_CTX_RX: {
+			ofi_rxbuf_t *b = (ofi_rxbuf_t *)ctx;
+			const void *data = b->single ? b->buf : ev[i].buf;
+			if (ev[i].len && !pcori_port_recv(bp, data, ev[i].len)) {
+				/* ev may be the backlog itself: move. */
+				memmove(p->backlog, ev + i,
+					(size_t)(n - i) * sizeof(*ev));
+				p->nbacklog = n - i;
+				p->backlog_ns = pcori_now_ns() + OFI_BACKLOG_NS;
+				atomic_fetch_add_explicit(&bp->st.parked, 1,
+							  memory_order_relaxed);
+				return i;
+			}
+			rx_done(p, b, ev[i].flags);
+			break;
+		}
+		case PCORI_CTX_TX:
+		case PCORI_CTX_TXCTL: /* the protocol frees these */
+			pcori_port_tx_done(bp, ctx, PCOR_OK);
+			break;
+		case PCORI_CTX_READ:
+			pcori_port_read_done(bp, ctx, PCOR_OK);
+			break;
+		}
+	}
+	p->nbacklog = 0;
+	return n;
+}
+
 static int ofi_progress(pcori_port_t *bp, int timeout_ms)
 {
 	ofi_port_t *p = (ofi_port_t *)bp;
@@ -305,6 +376,23 @@ static int ofi_progress(pcori_port_t *bp, int timeout_ms)
 	ssize_t n;
 	if (p->unposted)
 		repost_rx(p);
+	if (PCORI_UNLIKELY(p->nbacklog)) {
+		/* Nothing overtakes what is held back. */
+		uint64_t now = pcori_now_ns();
+		if (now < p->backlog_ns) {
+			if (timeout_ms > 0) {
+				uint64_t left = p->backlog_ns - now;
+				struct timespec ts = {0, (long)left};
+				nanosleep(&ts, NULL);
+			}
+			return 0;
+		}
+		int held = p->nbacklog;
+		int done = deliver(p, p->backlog, held);
+		if (done < held)
+			return done;
+		return done + ofi_progress(bp, 0);
+	}
 	if (timeout_ms > 0 && p->waitable) {
 		n = cq_read(p, ev, timeout_ms);
 	} else {
@@ -327,27 +415,7 @@ static int ofi_progress(pcori_port_t *bp, int timeout_ms)
 		}
 		return 0;
 	}
-	for (ssize_t i = 0; i < n; i++) {
-		pcori_ctx_t *ctx = ev[i].op_context;
-		switch (ctx->kind) {
-		case PCORI_CTX_RX: {
-			ofi_rxbuf_t *b = (ofi_rxbuf_t *)ctx;
-			const void *data = b->single ? b->buf : ev[i].buf;
-			if (ev[i].len)
-				pcori_port_recv(bp, data, ev[i].len);
-			rx_done(p, b, ev[i].flags);
-			break;
-		}
-		case PCORI_CTX_TX:
-		case PCORI_CTX_TXCTL: /* the protocol frees these */
-			pcori_port_tx_done(bp, ctx, PCOR_OK);
-			break;
-		case PCORI_CTX_READ:
-			pcori_port_read_done(bp, ctx, PCOR_OK);
-			break;
-		}
-	}
-	return (int)n;
+	return deliver(p, ev, (int)n);
 }
 
 static void ofi_signal(pcori_port_t *bp)
@@ -389,6 +457,7 @@ static const pcori_port_ops_t ofi_ops = {
 	.insert_addr = ofi_insert_addr,
 	.sendv = ofi_sendv,
 	.inject = ofi_inject,
+	.inject_hdr = ofi_inject_hdr,
 	.read = ofi_read,
 	.expose = ofi_expose,
 	.unexpose = ofi_unexpose,
@@ -396,6 +465,18 @@ static const pcori_port_ops_t ofi_ops = {
 	.signal = ofi_signal,
 	.close = ofi_close,
 };
+
+/*
+ * Reliable endpoints that deliver in order and never drop what they
+ * accepted: the fast path may use them.  Not rxd over udp (its window
+ * has stalled and it has delivered damaged frames here), nor the
+ * deprecated sockets provider.
+ */
+static bool lossless_provider(const char *prov)
+{
+	return strstr(prov, "ofi_rxm") || !strcmp(prov, "shm") ||
+	       !strcmp(prov, "net");
+}
 
 static pcori_link_class_t link_class_of(const char *prov)
 {
@@ -618,6 +699,12 @@ static int open_one(struct fi_info *fi, const char *provider, int index,
 	info->addrlen = (uint16_t)alen;
 	p->base.inject_max = fi->tx_attr->inject_size;
 	p->base.can_read = (fi->caps & FI_READ) != 0;
+	p->base.lossless = lossless_provider(provider) &&
+			   !pcori_rt.cfg.drop_every;
+	size_t frame = PCORI_MIN(p->base.inject_max, (size_t)OFI_FAST_FRAME);
+	p->base.fast_max = p->base.lossless && frame > PCORI_WIRE_HDR_SIZE
+				   ? frame - PCORI_WIRE_HDR_SIZE
+				   : 0;
 	PCORI_INFO(PCORI_SUB_DISPATCH,
 		   "port %d: %s domain %s network %s, %s receive buffers, "
 		   "%s",
@@ -649,11 +736,17 @@ int pcori_port_ofi_open(const char *provider, int index,
 		snprintf(w, sizeof(w), "%d", (int)pcori_rt.cfg.rxd_window);
 		setenv("FI_OFI_RXD_MAX_UNACKED", w, 0);
 	}
-	/* Multi-receive slabs where the provider has them. */
-	for (int mr = 1; mr >= 0 && rc; mr--) {
-		struct fi_info *h = make_hints(provider, mr);
+	/*
+	 * Multi-receive slabs where the provider has them; injects of a
+	 * fast-path frame where it can take them (rxm reports 64 bytes
+	 * unless asked).
+	 */
+	for (int v = 3; v >= 0 && rc; v--) {
+		struct fi_info *h = make_hints(provider, v & 1);
 		if (!h)
 			return PCOR_ERR_NOMEM;
+		if (v & 2)
+			h->tx_attr->inject_size = OFI_FAST_FRAME;
 		rc = fi_getinfo(OFI_VERSION, NULL, NULL, 0, h, &info);
 		fi_freeinfo(h);
 	}

@@ -690,7 +690,8 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 
 	if (len <= pcori_net.fast_max) {
 		pcori_route_t *rt = pcori_peer_route(peer);
-		if (PCORI_LIKELY(rt && rt->port->lossless && rt->hops == 1)) {
+		if (PCORI_LIKELY(rt && rt->port->lossless && rt->hops == 1 &&
+				 len <= rt->port->fast_max)) {
 			rc = fast_send(ts, rt, kind, thid, tag, ctx, buf, len,
 				       flags, h_p);
 			if (rc != PCOR_ERR_AGAIN)

@@ -726,8 +726,13 @@ static int run_badhdr(void)
 			CHECK(ctx);
 			ctx->kind = PCORI_CTX_TXCTL;
 			int rc = PCOR_ERR_AGAIN;
-			/* A full queue drains only as the port progresses. */
-			for (int t = 0; t < 100000 && rc == PCOR_ERR_AGAIN; t++)
+			/*
+			 * A full queue drains only as the port progresses, and
+			 * libfabric's shm takes nothing until pid 0 has opened
+			 * its port (it may still be starting): bound by time.
+			 */
+			uint64_t until = pcori_now_ns() + 30000000000ull;
+			while (rc == PCOR_ERR_AGAIN && pcori_now_ns() < until)
 				if ((rc = p->ops->sendv(p, rt->dest, &iov, 1,
 							ctx)) == PCOR_ERR_AGAIN)
 					pcori_progress();
