@@ -268,12 +268,13 @@ typedef struct pcor_msginfo {
  * (into a posted receive or its unexpected queue), or with
  * PCOR_ERR_PEER_LOST if that process dies first; it must be tested to
  * completion (or it holds a handle slot).  Exception, the fast path: a
- * message of at most one fragment (PCOR_FRAG_SIZE, PCOR_EAGER_MAX) to a
- * process one lossless hop away (pcor-shm) completes as soon as it is in
- * the channel, which cannot lose it; a receiver that dies later is
- * reported to the calls that follow (PCOR_ERR_PEER_LOST), as MPI does.
- * pcor_finalize still waits (up to PCOR_LINGER_MS) until live receivers
- * have taken such messages out of the channel.
+ * message of at most one fragment (PCOR_FRAG_SIZE, PCOR_EAGER_MAX; on a
+ * libfabric port, up to 960 bytes) to a process one lossless hop away
+ * (pcor-shm; libfabric's reliable endpoints: rxm, shm, net) completes as
+ * soon as it is in the channel, which cannot lose it; a receiver that
+ * dies later is reported to the calls that follow (PCOR_ERR_PEER_LOST),
+ * as MPI does.  pcor_finalize still waits (up to PCOR_LINGER_MS) until
+ * live receivers have taken such messages.
  * tag must be >= 0.  Messages between one sender thread and one receiver
  * thread are matched in the order they were sent.
  *

@@ -317,6 +317,8 @@ typedef struct pcori_rxstream {
 	uint32_t acked;         /* cumulative ack last sent */
 	uint32_t unacked;       /* accepted since */
 	uint64_t ack_due_ns;    /* 0: no ack pending */
+	bool ack_lazy;          /* pending for fast messages only: a sleeper
+				   need not send it first */
 	bool active;            /* a message is being assembled */
 	pcori_req_t *req;       /* its matched receive, or */
 	pcori_mcb_t *mcb;       /* its unexpected MCB */
@@ -440,6 +442,7 @@ typedef struct pcori_net {
 	_Atomic int word_sleepers;
 	_Atomic int parked;
 	_Atomic int acks_pending; /* rx streams with an ack to send */
+	_Atomic int acks_lazy;    /* of them, acks only a finalize waits for */
 	/* Rendezvous whose reads wait for room in a send queue. */
 	pcori_list_t readq;       /* guarded by timer_lock */
 	pcori_list_t rndvs;       /* every live rendezvous; timer_lock */

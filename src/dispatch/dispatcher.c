@@ -499,6 +499,12 @@ static size_t unsettled(void)
 		pcori_peer_t *p = pcori_peer_slot(peers, i);
 		if (!p || atomic_load(&p->state) == PCORI_PEER_LOST)
 			continue;
+		/*
+		 * Fast messages are only known taken from their acks where
+		 * the port cannot say it (no `unsettled`).
+		 */
+		pcori_route_t *rt = pcori_peer_route(p);
+		bool fast_acked = rt && !rt->port->ops->unsettled;
 		for (int t = 0; t < pcori_rt.max_threads; t++) {
 			pcori_txstream_t *ts = atomic_load(&p->tx[t]);
 			if (!ts)
@@ -506,7 +512,8 @@ static size_t unsettled(void)
 			pcori_lock(&ts->lock);
 			n += !pcori_list_empty(&ts->sent) +
 			     !pcori_list_empty(&ts->waiting) +
-			     !pcori_list_empty(&ts->waiting_fin);
+			     !pcori_list_empty(&ts->waiting_fin) +
+			     (fast_acked && ts->next_seq != ts->acked);
 			pcori_unlock(&ts->lock);
 		}
 	}

@@ -47,6 +47,12 @@
 #define FAST_WINDOW 256u
 #define FAST_ACK_EVERY 64u
 /*
+ * Fast messages on ports without `unsettled` are also acknowledged this
+ * long after the first unacknowledged one (for the sender's finalize):
+ * long enough for a reply to carry it in any ping-pong.
+ */
+#define FAST_ACK_DELAY_NS 2000000u
+/*
  * A rendezvous request's bytes, kept for resends apart from the streamed
  * fragments' headers (a resend may come while those are written).
  */
@@ -364,6 +370,15 @@ static uint32_t ack_point(pcori_rxstream_t *rs)
 	return rs->active ? rs->expected - 1 : rs->expected;
 }
 
+/* The stream's pending ack is no longer lazy (or gone).  Lock held. */
+static void ack_unlazy(pcori_rxstream_t *rs)
+{
+	if (rs->ack_lazy) {
+		rs->ack_lazy = false;
+		atomic_fetch_sub(&pcori_net.acks_lazy, 1);
+	}
+}
+
 /* Take one due ack of the peer's to ride along.  Stream lock held. */
 static bool piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
 {
@@ -375,6 +390,7 @@ static bool piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
 		pcori_rxstream_t *rs = PCORI_CONTAINER_OF(
 			peer->acks.next, pcori_rxstream_t, ack_link);
 		uint32_t upto = ack_point(rs);
+		ack_unlazy(rs);
 		pcori_list_remove(&rs->ack_link);
 		nacks_add(peer, -1);
 		atomic_fetch_sub(&pcori_net.acks_pending, 1);
@@ -1126,17 +1142,36 @@ static pcori_rxstream_t *rxstream_of(pcori_peer_t *peer, int thid)
 	return rs;
 }
 
-static void ack_schedule(pcori_peer_t *peer, pcori_rxstream_t *rs,
-			 bool now)
+/*
+ * An ack due delay_ns from now unless one is listed already.  lazy: it
+ * is for fast messages only, which nobody waits for but a finalize, so
+ * a thread going to sleep need not send it first (it is due within
+ * FAST_ACK_DELAY_NS, and sleepers wake for it).
+ */
+static void ack_schedule_in(pcori_peer_t *peer, pcori_rxstream_t *rs,
+			    uint64_t delay_ns, bool lazy)
 {
 	PCORI_ASSERT_LOCKED(&peer->rx_lock);
+	uint64_t due = pcori_now_ns() + delay_ns;
 	if (pcori_list_empty(&rs->ack_link)) {
 		pcori_list_push_back(&peer->acks, &rs->ack_link);
 		nacks_add(peer, 1);
 		atomic_fetch_add(&pcori_net.acks_pending, 1);
-		rs->ack_due_ns = pcori_now_ns() +
-				 (uint64_t)pcori_rt.cfg.ack_delay_ns;
+		rs->ack_due_ns = due;
+		if (lazy) {
+			rs->ack_lazy = true;
+			atomic_fetch_add(&pcori_net.acks_lazy, 1);
+		}
+	} else if (!lazy && rs->ack_lazy) {
+		ack_unlazy(rs);
+		rs->ack_due_ns = PCORI_MIN(rs->ack_due_ns, due);
 	}
+}
+
+static void ack_schedule(pcori_peer_t *peer, pcori_rxstream_t *rs,
+			 bool now)
+{
+	ack_schedule_in(peer, rs, (uint64_t)pcori_rt.cfg.ack_delay_ns, false);
 	if (now || rs->unacked >= ACK_EVERY)
 		rs->ack_due_ns = 1;
 }
@@ -1163,11 +1198,12 @@ static int acks_flush_peer(pcori_peer_t *peer, uint64_t now, bool force)
 	{
 		pcori_rxstream_t *rs = PCORI_CONTAINER_OF(pos, pcori_rxstream_t,
 							  ack_link);
-		if (!force && rs->ack_due_ns > now)
+		if ((!force || rs->ack_lazy) && rs->ack_due_ns > now)
 			continue;
 		if (n == (int)PCORI_ARRAY_LEN(out))
 			break;
 		uint32_t upto = ack_point(rs);
+		ack_unlazy(rs);
 		pcori_list_remove(pos);
 		nacks_add(peer, -1);
 		atomic_fetch_sub(&pcori_net.acks_pending, 1);
@@ -1475,6 +1511,21 @@ static bool sequence(pcori_port_t *port, pcori_peer_t *peer,
 	return false;
 }
 
+/*
+ * A fast message was taken: acknowledge every FAST_ACK_EVERY.  A port
+ * that cannot tell the sender's finalize what was taken (no `unsettled`:
+ * libfabric) is also acknowledged after the ack delay, so the sender's
+ * stream settles before it leaves.  Lock held.
+ */
+static void fast_ack(const pcori_port_t *port, pcori_peer_t *peer,
+		     pcori_rxstream_t *rs)
+{
+	if (rs->unacked >= FAST_ACK_EVERY)
+		ack_schedule(peer, rs, true);
+	else if (!port->ops->unsettled)
+		ack_schedule_in(peer, rs, FAST_ACK_DELAY_NS, true);
+}
+
 /* false: a fast message with no room for it yet (see pcori_port_recv). */
 static bool rx_data(pcori_port_t *port, pcori_peer_t *peer,
 		    const pcori_wire_hdr_t *h, const uint8_t *payload)
@@ -1537,8 +1588,8 @@ static bool rx_data(pcori_port_t *port, pcori_peer_t *peer,
 		rs->unacked++;
 		if (!fast)
 			ack_schedule(peer, rs, false);
-		else if (rs->unacked >= FAST_ACK_EVERY)
-			ack_schedule(peer, rs, true);
+		else
+			fast_ack(port, peer, rs);
 		if (rs->req) {
 			pcori_req_t *r = rs->req;
 			int st = PCOR_OK;
@@ -1572,8 +1623,8 @@ out:
  * for every other case (ordering by hold and replay, reassembly, MCBs).
  * false: not that case, and nothing was changed; rx_data takes it.
  */
-static bool rx_fast(pcori_peer_t *peer, const pcori_wire_hdr_t *h,
-		    const uint8_t *payload)
+static bool rx_fast(const pcori_port_t *port, pcori_peer_t *peer,
+		    const pcori_wire_hdr_t *h, const uint8_t *payload)
 {
 	pcori_mkey_t k = {h->src_pid, h->src_thid, h->dst_thid, h->tag, h->ctx};
 	pcori_mq_t *mq = &pcori_msg.mqs[h->dst_thid];
@@ -1592,8 +1643,8 @@ static bool rx_fast(pcori_peer_t *peer, const pcori_wire_hdr_t *h,
 		return false;
 	}
 	rs->expected++;
-	if (++rs->unacked >= FAST_ACK_EVERY)
-		ack_schedule(peer, rs, true);
+	rs->unacked++;
+	fast_ack(port, peer, rs);
 	size_t size = h->frag_len;
 	int st = PCOR_OK;
 	if (r->kind == PCORI_REQ_RECV_COPY) {
@@ -2139,7 +2190,8 @@ static bool recv_decoded(pcori_port_t *port, const pcori_wire_hdr_t *h,
 		if (h->flags & PCORI_WF_RNDV) {
 			rx_stream(port, peer, h, payload);
 		} else if ((h->flags & PCORI_WF_FAST) && port->lossless &&
-			   h->frag_count == 1 && rx_fast(peer, h, payload)) {
+			   h->frag_count == 1 &&
+			   rx_fast(port, peer, h, payload)) {
 			break;
 		} else {
 			if (!rx_data(port, peer, h, payload))
@@ -2375,6 +2427,9 @@ int64_t pcori_timers_next(void)
 				 : 0;
 	if (watch)
 		best = watch > now ? (int64_t)(watch - now) : 0;
+	/* Lazy acks are not sent before sleeping: wake for them. */
+	if (atomic_load(&pcori_net.acks_lazy))
+		best = PCORI_MIN(best, (int64_t)FAST_ACK_DELAY_NS);
 	if (!atomic_load(&pcori_net.ntimers))
 		return best == INT64_MAX ? -1 : best;
 	pcori_lock(&pcori_net.timer_lock);
