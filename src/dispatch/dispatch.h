@@ -307,6 +307,7 @@ struct pcori_txstream {
 	bool resync;           /* earlier messages were failed: say so */
 	_Atomic uint64_t rto_ns; /* oldest unacknowledged goes again then */
 	uint32_t rto_shift;    /* consecutive timeouts (backoff) */
+	uint64_t stalled_ns;   /* the first of them */
 	pcori_list_t timer_link; /* in pcori_net.timers while waiting */
 };
 

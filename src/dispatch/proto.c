@@ -2342,6 +2342,37 @@ static int watch_run(void)
 }
 
 /* Resend what waits for its time.  Returns messages posted. */
+/*
+ * How long a stream may go without any ack although it resends: then the
+ * data path to that peer is taken for broken, whatever the directory
+ * says (it may see the peer alive over another network).
+ */
+static uint64_t stall_bound_ns(void)
+{
+	uint64_t a = (uint64_t)pcori_rt.cfg.peer_timeout_ms * 2000000u;
+	uint64_t b = (uint64_t)pcori_rt.cfg.rto_ms * 4000000u;
+	return PCORI_MAX(a, b);
+}
+
+/*
+ * The data path to ts's peer took nothing for the stall bound: fail what
+ * the stream holds with PCOR_ERR_UNREACHABLE (later sends start afresh).
+ * Called with the stream lock held; returns with it released.
+ */
+static void give_up(pcori_txstream_t *ts, uint64_t now)
+{
+	PCORI_WARN(PCORI_SUB_DISPATCH,
+		   "peer %d: nothing acknowledged for %llu ms over the data "
+		   "path despite %u resends: failing its thread %d's messages "
+		   "(unreachable)",
+		   ts->peer->pid,
+		   (unsigned long long)((now - ts->stalled_ns) / 1000000u),
+		   ts->rto_shift, ts->thid);
+	ts->rto_shift = 0;
+	pcori_unlock(&ts->lock);
+	pcori_txstream_fail(ts, PCOR_ERR_UNREACHABLE, true);
+}
+
 int pcori_timers_run(void)
 {
 	if (PCORI_UNLIKELY(atomic_load_explicit(&pcori_net.routes_stale,
@@ -2378,6 +2409,12 @@ int pcori_timers_run(void)
 		pcori_list_remove(&ts->timer_link);
 		if (ts->rto_ns && ts->rto_ns <= now &&
 		    !pcori_list_empty(&ts->sent)) {
+			if (!ts->rto_shift)
+				ts->stalled_ns = now;
+			if (now - ts->stalled_ns >= stall_bound_ns()) {
+				give_up(ts, now);
+				continue; /* unlocked; off every list */
+			}
 			/* No ack for too long: the fabric may have lost one. */
 			pcori_txmsg_t *m = PCORI_CONTAINER_OF(
 				ts->sent.next, pcori_txmsg_t, link);
@@ -2483,6 +2520,8 @@ void pcori_txstream_fail(pcori_txstream_t *ts, int status, bool resync)
 	atomic_store_explicit(&ts->resume_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&ts->rto_ns, 0, memory_order_relaxed);
 	ts->resync = resync;
+	/* Nothing sent so far is waited for any more (fast ones included). */
+	ts->acked = ts->next_seq;
 	pcori_unlock(&ts->lock);
 	run_deferred(&d);
 	free_list(&dead);

@@ -19,6 +19,9 @@
  *                               and rendezvous messages arrives in order
  *   fabric_app badhdr           pid 1 sends malformed headers to pid 0;
  *                               they are counted and dropped
+ *   fabric_app stall            (PCOR_DROP_EVERY=1) a send nothing ever
+ *                               acknowledges fails with UNREACHABLE once
+ *                               the data path's resend bound is reached
  *   fabric_app fast             small sends complete at once on lossless
  *                               ports; a ping-pong costs a frame per
  *                               message and an ack per 64
@@ -764,6 +767,51 @@ static int run_fast(void)
 	return 0;
 }
 
+/* ------------------------------------------------------------- stall */
+
+static _Atomic int stall_gone;
+
+static void stall_event(int pid, pcor_member_event_t ev, void *arg)
+{
+	(void)arg;
+	if (pid == 1 && (ev == PCOR_MEMBER_EXIT || ev == PCOR_MEMBER_FAILURE))
+		atomic_store(&stall_gone, 1);
+}
+
+/*
+ * Run with PCOR_DROP_EVERY=1: every frame is lost on arrival, while the
+ * directory still sees both processes alive.  pid 1's message is resent
+ * without ever being acknowledged; the data path's own bound fails it
+ * with PCOR_ERR_UNREACHABLE (not PEER_LOST: the peer lives), and a later
+ * send is refused the same way.  pid 0 waits for pid 1 to leave.
+ */
+static int run_stall(void)
+{
+	if (me == 0) {
+		CHECK_OK(pcor_member_callback(stall_event, NULL));
+		uint64_t end = pcori_now_ns() + 120000000000ull;
+		while (!atomic_load(&stall_gone) && pcori_now_ns() < end)
+			sched_yield();
+		CHECK(atomic_load(&stall_gone));
+		CHECK_OK(pcor_member_callback(NULL, NULL));
+		return 0;
+	}
+	size_t n = 1 * MiB;
+	uint8_t *b = malloc(n);
+	CHECK(b);
+	memset(b, 0x5a, n);
+	for (int round = 0; round < 2; round++) {
+		pcor_handle_t h;
+		CHECK_OK(pcor_send_copy(0, 0, TAG_DATA, b, n, &h));
+		int rc = pcor_handle_wait(h, 120000000000ll);
+		printf("stall: send %d ended with %s\n", round,
+		       pcor_strerror(rc));
+		CHECK(rc == PCOR_ERR_UNREACHABLE);
+	}
+	free(b);
+	return 0;
+}
+
 /* ------------------------------------------------------------ badhdr */
 
 /* Garbage of every kind, straight onto the fabric, from pid 1. */
@@ -887,10 +935,12 @@ int main(int argc, char **argv)
 		rc = run_badhdr();
 	else if (!strcmp(c, "fast"))
 		rc = run_fast();
+	else if (!strcmp(c, "stall"))
+		rc = run_stall();
 	else
 		SKIP("unknown case %s", c);
 	/* Nobody leaves while others may still talk to them. */
-	if (strcmp(c, "kill")) {
+	if (strcmp(c, "kill") && strcmp(c, "stall")) {
 		if (me == 0) {
 			for (int p = 1; p < np; p++)
 				await(p, TAG_READY);

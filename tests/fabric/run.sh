@@ -60,6 +60,11 @@ flood)	# the receiver must have held the sender back: refused (and the
 		{ echo "FAIL: flood caused no refusal (pool not exhausted?)"; exit 1; } ;;
 kill)	grep -q "process 1 .* killed by signal 9" "$tmp/err" ||
 		{ echo "FAIL: pcorrun did not report the death"; exit 1; } ;;
+stall)	# the data path's bound said why, and no process was taken for dead
+	grep -q "nothing acknowledged for [0-9]* ms over the data path" \
+		"$tmp/err" || { echo "FAIL: the bound did not speak"; exit 1; }
+	grep -qE "declaring it lost|peer [0-9]+ lost" "$tmp/err" &&
+		{ echo "FAIL: a live peer was declared lost"; exit 1; } ;;
 esac
 if [ "$prov" = pcor-shm ]; then
 	# Every process opened its segment, and none survives the job: no

@@ -20,7 +20,7 @@
 #             peer timeout; resumed, it finds itself fenced out
 #   linkdown  the network link of one "host" goes down mid-run: the
 #             others declare its process lost within the peer timeout
-#   linkdown-xfer  the same with a 64 MiB transfer under way: the
+#   linkdown-xfer  the same with a 256 MiB transfer under way: the
 #             receive ends with PEER_LOST within the peer timeout
 #   badkey    each process first tries a wrong job key: PCOR_ERR_AUTH, and
 #             both sides name the key that was refused; then the job runs
@@ -205,12 +205,12 @@ linkdown)
 	;;
 linkdown-xfer)
 	make_hosts
-	# The same, while pid 2 sends 64 MiB to pid 0 over a link slowed to
-	# 100 Mbit/s (about 5 s of data): the fault comes mid-transfer.
+	# The same, while pid 2 sends 256 MiB to pid 0 over a link slowed to
+	# 100 Mbit/s (about 21 s of data): the fault comes mid-transfer.
 	ip -n "${hosts[2]}" link set eth0 up
 	tc -n "${hosts[2]}" qdisc add dev eth0 root tbf rate 100mbit \
 		burst 64kb latency 100ms || skip "no tbf queueing discipline"
-	FAULT_CMD="ip -n ${hosts[2]} link set eth0 down" FAULT_XFER=67108864 \
+	FAULT_CMD="ip -n ${hosts[2]} link set eth0 down" FAULT_XFER=268435456 \
 		run_job 0 90 ip netns exec "$ctl" "$pcorrun" -n 3 -H "$hostlist" \
 		--rsh 'ip netns exec %h' --agent-if "$net.1" --tag-output \
 		-x FAULT_CMD -x FAULT_XFER "$app" stop 3 "$marker"
