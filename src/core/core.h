@@ -238,6 +238,9 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(FAULT_CONNECT_PCT, fault_connect_pct, INT, "0", 0, 100,              \
 	  "testing: this percentage of the directory agent's connection "     \
 	  "attempts to other agents fail on purpose (fault injection)")        \
+	X(FAULT_CONNECT_TO, fault_connect_to, INT, "-1", -1, INT32_MAX,       \
+	  "testing: every attempt of the directory agent to connect to this " \
+	  "process fails on purpose (-1: none)")                              \
 	X(FRAG_SIZE, frag_size, SIZE, "64k", 1024, 16 << 20,                   \
 	  "largest fragment a port sends; messages are cut into fragments "    \
 	  "of this size")                                                      \

@@ -392,9 +392,17 @@ static int on_frame(pcori_conn_t *c, int type, pcori_rbuf_t *r, void *ctx)
 		int status = (int32_t)pcori_r_u32(r);
 		if (r->err)
 			return PCOR_ERR_PROTO;
+		if ((reqid & (PCORI_REQID_REG | PCORI_REQID_PROBE)) ==
+		    PCORI_REQID_PROBE) { /* a witness answers */
+			pcori_dial_probe_reply(
+				(int)(reqid & ~PCORI_REQID_PROBE), status);
+			return PCOR_OK;
+		}
 		pcori_dreq_reply_in(reqid, status, r);
 		return PCOR_OK;
 	}
+	case PCORI_CTL_PROBE:
+		return pcori_dial_probe_request(c, r);
 	case PCORI_CTL_REG:
 	case PCORI_CTL_MLOOKUP:
 	case PCORI_CTL_PUB:

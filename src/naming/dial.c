@@ -43,9 +43,11 @@ static uint64_t ms_ns(int64_t ms)
 	return (uint64_t)ms * 1000000ull;
 }
 
-/* Fault injection (PCOR_FAULT_CONNECT_PCT): should this attempt fail? */
-static bool fault(void)
+/* Fault injection (PCOR_FAULT_CONNECT_*): should this attempt fail? */
+static bool fault(int pid)
 {
+	if (pid == NM.fault_connect_to)
+		return true;
 	return NM.fault_connect_pct > 0 &&
 	       randombytes_uniform(100) < (uint32_t)NM.fault_connect_pct;
 }
@@ -55,7 +57,7 @@ void pcori_dial(pcori_view_t *e)
 	struct sockaddr_in sin;
 	e->dialed = true;
 	e->redial_ns = 0;
-	if (fault()) {
+	if (fault(e->pid)) {
 		pcori_dial_failed(e, PCOR_ERR_UNREACHABLE, 0);
 		return;
 	}
@@ -119,24 +121,82 @@ void pcori_dial_ok(pcori_view_t *e)
 	e->probing = false;
 }
 
-/* Ask the launcher whether pid still runs; the answer comes to
- * pcori_dial_probe_reply.  False when there is no launcher to ask. */
+/*
+ * Who can say whether e's process still runs: the launcher, or else (a
+ * job started by PMIx has none) another member whose connection is open,
+ * a witness that may still hear it over another path.
+ */
+static pcori_conn_t *prober_for(const pcori_view_t *e)
+{
+	if (NM.seed)
+		return NM.seed;
+	pcori_list_t *pos;
+	pcori_list_foreach(pos, &NM.conns)
+	{
+		pcori_conn_t *c = PCORI_CONTAINER_OF(pos, pcori_conn_t, link);
+		if (!c->dead && c->state == PCORI_CONN_OPEN && c->pid >= 0 &&
+		    c->pid != e->pid && pcori_agent_is_peer(c))
+			return c;
+	}
+	return NULL;
+}
+
+/* Ask whether pid still runs; the answer comes to
+ * pcori_dial_probe_reply.  False when there is nobody to ask. */
 static bool probe(pcori_view_t *e)
 {
-	if (!NM.seed)
-		return false;
 	if (e->probing)
 		return true;
+	pcori_conn_t *c = prober_for(e);
+	if (!c)
+		return false;
 	pcori_wbuf_t w = {0};
 	pcori_frame_begin(&w, PCORI_CTL_PROBE);
 	pcori_w_u32(&w, PCORI_REQID_PROBE | (uint32_t)e->pid);
 	pcori_w_u32(&w, (uint32_t)e->pid);
 	bool ok = pcori_frame_end(&w);
 	if (ok)
-		pcori_agent_push(NM.seed, &w);
+		pcori_agent_push(c, &w);
 	pcori_wbuf_free(&w);
 	e->probing = ok;
+	e->probe_ns = pcori_now_ns();
+	if (ok && c != NM.seed)
+		PCORI_INFO(PCORI_SUB_NAMING,
+			   "agent: asking process %d whether it still hears "
+			   "process %d",
+			   c->pid, e->pid);
+	else if (ok)
+		PCORI_INFO(PCORI_SUB_NAMING,
+			   "agent: asking the launcher whether process %d "
+			   "still runs",
+			   e->pid);
 	return ok;
+}
+
+/*
+ * A member asks whether we still hear pid: yes while our connection to
+ * it is open and heard within the peer timeout.
+ */
+int pcori_dial_probe_request(pcori_conn_t *c, pcori_rbuf_t *r)
+{
+	uint32_t reqid = pcori_r_u32(r);
+	uint32_t pid = pcori_r_u32(r);
+	if (!pcori_r_done(r) ||
+	    (reqid & (PCORI_REQID_REG | PCORI_REQID_PROBE)) != PCORI_REQID_PROBE)
+		return PCOR_ERR_PROTO;
+	const pcori_view_t *e =
+		pid <= INT32_MAX ? pcori_agent_view((int)pid) : NULL;
+	uint64_t now = pcori_now_ns();
+	int st = PCOR_ERR_NOPEER;
+	if (e && !pcori_agent_view_live(e))
+		st = PCOR_ERR_PEER_LOST;
+	else if (e && e->conn && !e->conn->dead &&
+		 now - e->conn->last_rx_ns < ms_ns(NM.peer_timeout_ms))
+		st = PCOR_OK;
+	else if (e)
+		st = PCOR_ERR_UNREACHABLE;
+	pcori_agent_reply(c->pid, reqid, st, NULL);
+	return PCOR_OK;
 }
 
 void pcori_dial_probe_reply(int pid, int status)
@@ -149,18 +209,20 @@ void pcori_dial_probe_reply(int pid, int status)
 		return; /* reached meanwhile */
 	if (status == PCOR_OK) {
 		PCORI_WARN(PCORI_SUB_NAMING,
-			   "agent: process %d runs (says the launcher) but "
+			   "agent: process %d runs (says the %s) but "
 			   "cannot be reached at %s after %d attempts; still "
 			   "trying",
-			   pid, e->agent, e->nfail);
+			   pid, NM.seed ? "launcher" : "witness", e->agent,
+			   e->nfail);
 		/* Ask again after another timeout. */
 		e->suspect_ns = pcori_now_ns();
 		return;
 	}
 	PCORI_WARN(PCORI_SUB_NAMING,
-		   "agent: process %d is gone (launcher: %s; %d attempts to "
+		   "agent: process %d is gone (%s: %s; %d attempts to "
 		   "reach %s failed)",
-		   pid, pcor_strerror(status), e->nfail, e->agent);
+		   pid, NM.seed ? "launcher" : "witness", pcor_strerror(status),
+		   e->nfail, e->agent);
 	pcori_agent_member_gone(e, false);
 }
 
@@ -174,6 +236,17 @@ uint64_t pcori_dial_expire(uint64_t now)
 		if (!e->suspect_ns || e->conn || !pcori_agent_view_live(e))
 			continue;
 		uint64_t confirm = e->suspect_ns + ms_ns(NM.peer_timeout_ms);
+		/* A witness that left or hangs does not answer: stop waiting. */
+		if (e->probing && now > e->probe_ns &&
+		    now - e->probe_ns >= ms_ns(NM.peer_timeout_ms)) {
+			e->probing = false;
+			PCORI_WARN(PCORI_SUB_NAMING,
+				   "agent: process %d unreachable at %s and "
+				   "nobody answered for it: declaring it lost",
+				   e->pid, e->agent);
+			pcori_agent_member_gone(e, false);
+			continue;
+		}
 		if (now >= confirm && !e->probing) {
 			if (!probe(e)) {
 				PCORI_WARN(PCORI_SUB_NAMING,
@@ -196,6 +269,9 @@ uint64_t pcori_dial_expire(uint64_t now)
 			next = PCORI_MIN(next, e->redial_ns);
 		if (!e->probing)
 			next = PCORI_MIN(next, confirm);
+		else
+			next = PCORI_MIN(next, e->probe_ns +
+						       ms_ns(NM.peer_timeout_ms));
 	}
 	return next;
 }

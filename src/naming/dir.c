@@ -186,6 +186,7 @@ int pcori_naming_init(const pcori_config_t *cfg, pcori_boot_t *boot_p)
 	NM.peer_timeout_ms = cfg->peer_timeout_ms;
 	pcori_sock_set_user_timeout(cfg->peer_timeout_ms);
 	NM.fault_connect_pct = cfg->fault_connect_pct;
+	NM.fault_connect_to = cfg->fault_connect_to;
 	NM.unauth_max = (int)cfg->unauth_max;
 	NM.unauth_per_addr = (int)cfg->unauth_per_addr;
 

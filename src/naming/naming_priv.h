@@ -285,7 +285,8 @@ typedef struct pcori_view {
 	uint64_t suspect_ns;  /* first failure of this streak; 0 none */
 	uint64_t redial_ns;   /* next attempt; 0 none scheduled */
 	int nfail;            /* failed attempts in this streak */
-	bool probing;         /* asked the launcher, no answer yet */
+	bool probing;         /* asked the launcher or a witness */
+	uint64_t probe_ns;    /* when; a witness may never answer */
 } pcori_view_t;
 
 /* Application requests handed to the agent. */
@@ -371,7 +372,7 @@ typedef struct pcori_nm {
 	pcori_boot_t boot;
 	int mode;
 	int64_t join_timeout_ms, req_timeout_ms, auth_timeout_ms;
-	int64_t peer_timeout_ms, fault_connect_pct;
+	int64_t peer_timeout_ms, fault_connect_pct, fault_connect_to;
 	int unauth_max, unauth_per_addr;
 	char agent[PCORI_AGENT_ADDR_MAX];
 	int listen_fd, efd, epfd;
@@ -461,6 +462,8 @@ void pcori_dial_failed(pcori_view_t *e, int rc, uint32_t refused_key_id);
 /* The peer said HELLO: suspicion cleared. */
 void pcori_dial_ok(pcori_view_t *e);
 void pcori_dial_probe_reply(int pid, int status);
+/* A member asks whether we still hear a process (we are its witness). */
+int pcori_dial_probe_request(pcori_conn_t *c, pcori_rbuf_t *r);
 /* Redial and confirm what is due; returns the next time to call. */
 uint64_t pcori_dial_expire(uint64_t now);
 /*

@@ -24,6 +24,12 @@
 #             receive ends with PEER_LOST within the peer timeout
 #   badkey    each process first tries a wrong job key: PCOR_ERR_AUTH, and
 #             both sides name the key that was refused; then the job runs
+#   unreach   no agent can connect to process 0's, which runs on: the
+#             others ask the launcher, hear that it runs, and keep trying
+#             (nobody declares it lost) until the job is ended
+#   witness   the same under mpirun (no launcher to ask): the others ask
+#             each other; nobody hears process 0 (which cannot join), and
+#             it is declared lost
 set -u
 case_=$1 pcorrun=$2 app=$3
 tmp=$(mktemp -d)
@@ -217,6 +223,48 @@ linkdown-xfer)
 	[ "$(count 'stop: ok')" -eq 3 ] || fail "3 processes should pass"
 	grep -h "receive ended with PEER_LOST" "$tmp/out" ||
 		fail "the receive did not end with PEER_LOST"
+	no_leftovers
+	;;
+unreach)
+	# The job cannot end by itself: it is ended after 8 s, five peer
+	# timeouts, in which nobody may declare process 0 lost.
+	PCOR_FAULT_CONNECT_TO=0 UNREACH_STAY=1 PCOR_LOG_LEVEL=info \
+		timeout -k 5 8 "$pcorrun" -n 3 --tag-output -x UNREACH_STAY \
+		"$app" unreach 3 "$marker" >"$tmp/out" 2>"$tmp/err"
+	re='process 0 runs (says the launcher) but cannot be reached'
+	for q in 1 2; do
+		[ "$(grep -c "^\[$q\].*$re" "$tmp/err")" -ge 1 ] ||
+			fail "process $q was not told that process 0 runs"
+	done
+	grep -qE 'process 0 (unreachable|is gone)|declared lost' \
+		"$tmp/err" "$tmp/out" &&
+		fail "a process that runs was declared lost"
+	no_leftovers
+	;;
+witness)
+	command -v mpirun >/dev/null ||
+		skip "mpirun (openmpi-bin) is not installed (scripts/install-deps.sh)"
+	"$app" has-pmix ||
+		skip "pcor was built without PMIx (libpmix-dev missing at configure time)"
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+	supp="$(cd "$(dirname "$0")" && pwd)/lsan.supp"
+	export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$supp"
+	unset PCOR_JOB_SIZE PCOR_JOB_PID PCOR_JOB_KEY PCOR_AGENT_ADDR
+	PCOR_FAULT_CONNECT_TO=0 PCOR_LOG_LEVEL=info PCOR_JOIN_TIMEOUT_MS=8000 \
+		run_job 0 120 mpirun --oversubscribe -n 3 \
+		-x PCOR_FAULT_CONNECT_TO -x PCOR_LOG_LEVEL \
+		-x PCOR_JOIN_TIMEOUT_MS "$app" unreach 3 \
+		"$marker"
+	# Process 0 cannot even join here: it times out and says so.
+	[ "$(count 'unreach: ok')" -eq 2 ] || fail "2 processes should pass"
+	[ "$(count 'unreach: could not join: ok')" -eq 1 ] ||
+		fail "process 0 should have failed to join"
+	[ "$(count 'unreach: process 0 declared lost')" -eq 2 ] ||
+		fail "the survivors did not see process 0 lost"
+	[ "$(grep -c 'asking process [12] whether it still hears process 0' "$tmp/err")" -ge 2 ] ||
+		fail "the survivors did not ask a witness"
+	[ "$(grep -c 'process 0 is gone (witness: ' "$tmp/err")" -ge 2 ] ||
+		fail "the survivors did not decide on the witness's answer"
 	no_leftovers
 	;;
 badkey)

@@ -837,6 +837,37 @@ static int run_stop(int n)
 
 /* ------------------------------------------------------------- bench */
 
+/*
+ * Run with PCOR_FAULT_CONNECT_TO=0: no agent can connect to process 0's.
+ * pid 0 leaves at once (UNREACH_STAY: stays, until the job is ended);
+ * the others suspect it, ask the launcher or, without one (PMIx), a
+ * witness, and report what they decided.
+ */
+static int run_unreach(void)
+{
+	CHECK_OK(pcor_member_callback(on_member, NULL));
+	if (me == 0) {
+		if (getenv("UNREACH_STAY")) {
+			int pid, thid;
+			/* never published: the test ends the job first */
+			pcor_name_lookup("never", 120 * SEC, &pid, &thid);
+			return 3;
+		}
+		return 0;
+	}
+	/*
+	 * A failure event when it had joined; under PMIx it cannot even
+	 * join, and its directory entry says so.
+	 */
+	int64_t end = now_ns() + 60 * SEC;
+	pcor_proc_info_t pi;
+	while (pcor_proc_info(0, &pi) != PCOR_ERR_PEER_LOST &&
+	       !wait_events(PCOR_MEMBER_FAILURE, 1, SEC / 10))
+		CHECK(now_ns() < end);
+	printf("unreach: process 0 declared lost\n");
+	return 0;
+}
+
 static int run_bench_lookup(int n)
 {
 	if (me == 0 && n > 1) {
@@ -913,7 +944,13 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(what, "badkey"))
 		try_bad_key();
-	CHECK_OK(pcor_init(&argc, &argv));
+	int irc = pcor_init(&argc, &argv);
+	if (!strcmp(what, "unreach") && irc == PCOR_ERR_TIMEDOUT) {
+		/* Process 0, which nobody can reach, under PMIx. */
+		printf("unreach: could not join: ok\n");
+		return 0;
+	}
+	CHECK_OK(irc);
 	me = pcor_self_pid();
 	np = pcor_nprocs();
 	int rc = 2;
@@ -933,6 +970,8 @@ int main(int argc, char **argv)
 		rc = run_stop(a);
 	else if (!strcmp(what, "siege"))
 		rc = run_siege(a, b, argv[0]);
+	else if (!strcmp(what, "unreach"))
+		rc = run_unreach();
 	else if (!strcmp(what, "exit")) {
 		if (me == b)
 			_exit(c);
