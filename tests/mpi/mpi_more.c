@@ -14,6 +14,8 @@
  *   topo    Dims_create, Cartesian grids, distributed graphs
  *   win     windows: create, allocate, dynamic, fence, free
  *   nbr     neighbourhood collectives on grids and graphs, Alltoallw
+ *   attr    attribute caching: keyvals, copy callbacks on Comm_dup, delete
+ *           callbacks on set, delete and Comm_free, the predefined ones
  *   hosts   (run with "hosts H" on H hosts) the collectives that work by
  *           host, checked from every root, on the world and on a
  *           communicator with uneven hosts
@@ -23,6 +25,7 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -827,6 +830,180 @@ static void test_nbr(void)
 	free(sb), free(rb), free(sc), free(sd), free(rc), free(rd), free(ty);
 }
 
+/* Attribute callbacks: they count their calls in the extra state. */
+typedef struct {
+	int copies, deletes, fail, order;
+	intptr_t last_deleted;
+	MPI_Comm last_comm;
+} calls_t;
+
+static int delete_seq;
+
+/* MPI_COMM_SELF's attributes: expected next (0: none), all seen. */
+static int self_expect, self_done;
+
+static int self_delete(MPI_Comm comm, int keyval, void *val, void *extra)
+{
+	(void)keyval, (void)extra;
+	int fin = 1;
+	MPI_Finalized(&fin);
+	CHECK(comm == MPI_COMM_SELF && !fin);
+	CHECK((intptr_t)val == self_expect);
+	if (--self_expect == 0)
+		self_done = 1;
+	return MPI_SUCCESS;
+}
+
+static int plus_one_copy(MPI_Comm oldcomm, int keyval, void *extra,
+			 void *in, void *out, int *flag)
+{
+	(void)oldcomm, (void)keyval;
+	calls_t *k = extra;
+	k->copies++;
+	if (k->fail)
+		return MPI_ERR_OTHER;
+	*(void **)out = (void *)((intptr_t)in + 1);
+	*flag = 1;
+	return MPI_SUCCESS;
+}
+
+static int counting_delete(MPI_Comm comm, int keyval, void *val, void *extra)
+{
+	(void)keyval;
+	calls_t *k = extra;
+	k->deletes++;
+	k->order = ++delete_seq;
+	k->last_deleted = (intptr_t)val;
+	k->last_comm = comm;
+	return k->fail ? MPI_ERR_ARG : MPI_SUCCESS;
+}
+
+static void test_attr(void)
+{
+	calls_t kc = {0}, nc = {0}, dc = {0};
+	int kv, knull, kdup, flag;
+	void *v;
+	OK(MPI_Comm_create_keyval(plus_one_copy, counting_delete, &kv, &kc));
+	OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, counting_delete,
+				  &knull, &nc));
+	OK(MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN,
+				  &kdup, &dc));
+	CHECK(kv != MPI_KEYVAL_INVALID && kv != knull && kv != kdup);
+
+	MPI_Comm a, b;
+	OK(MPI_Comm_dup(MPI_COMM_WORLD, &a));
+	OK(MPI_Comm_get_attr(a, kv, &v, &flag));
+	CHECK(flag == 0);
+	OK(MPI_Comm_set_attr(a, kv, (void *)(intptr_t)(100 + rank)));
+	OK(MPI_Comm_set_attr(a, knull, (void *)(intptr_t)7));
+	OK(MPI_Comm_set_attr(a, kdup, (void *)(intptr_t)9));
+	OK(MPI_Comm_get_attr(a, kv, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 100 + rank);
+	/* Setting again deletes the old value first. */
+	OK(MPI_Comm_set_attr(a, kv, (void *)(intptr_t)(200 + rank)));
+	CHECK(kc.deletes == 1 && kc.last_deleted == 100 + rank &&
+	      kc.last_comm == a);
+	OK(MPI_Comm_get_attr(a, kv, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 200 + rank);
+	/* The predefined attributes are still there, and read only. */
+	int *ub;
+	OK(MPI_Comm_get_attr(a, MPI_TAG_UB, &ub, &flag));
+	CHECK(flag && *ub >= 32767);
+
+	/* Dup: our copy adds one, the null copy drops, the dup copy keeps. */
+	OK(MPI_Comm_dup(a, &b));
+	CHECK(kc.copies == 1);
+	OK(MPI_Comm_get_attr(b, kv, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 201 + rank);
+	OK(MPI_Comm_get_attr(b, knull, &v, &flag));
+	CHECK(flag == 0);
+	OK(MPI_Comm_get_attr(b, kdup, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 9);
+	/* The copy is b's own: deleting it leaves a's. */
+	OK(MPI_Comm_delete_attr(b, kv));
+	CHECK(kc.deletes == 2 && kc.last_deleted == 201 + rank &&
+	      kc.last_comm == b);
+	OK(MPI_Comm_get_attr(b, kv, &v, &flag));
+	CHECK(flag == 0);
+	OK(MPI_Comm_get_attr(a, kv, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 200 + rank);
+	/* Communicators that nobody set anything on know nothing. */
+	OK(MPI_Comm_get_attr(MPI_COMM_WORLD, kv, &v, &flag));
+	CHECK(flag == 0);
+
+	/* A freed keyval: gone for new attributes, kept for the old ones. */
+	int kv_copy = kv;
+	OK(MPI_Comm_free_keyval(&kv));
+	CHECK(kv == MPI_KEYVAL_INVALID);
+	MPI_Comm c;
+	OK(MPI_Comm_dup(a, &c)); /* the copy callback still runs */
+	CHECK(kc.copies == 2);
+	OK(MPI_Comm_get_attr(c, kv_copy, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 201 + rank);
+	OK(MPI_Comm_free(&c));
+	CHECK(kc.deletes == 3 && kc.last_deleted == 201 + rank);
+
+	/* Errors (returned, not fatal, on these communicators). */
+	OK(MPI_Comm_set_errhandler(a, MPI_ERRORS_RETURN));
+	OK(MPI_Comm_set_errhandler(b, MPI_ERRORS_RETURN));
+	OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+	CHECK(MPI_Comm_set_attr(a, kv_copy, NULL) == MPI_ERR_KEYVAL);
+	CHECK(MPI_Comm_set_attr(a, MPI_TAG_UB, NULL) == MPI_ERR_KEYVAL);
+	CHECK(MPI_Comm_delete_attr(a, MPI_TAG_UB) == MPI_ERR_KEYVAL);
+	CHECK(MPI_Comm_delete_attr(b, knull) == MPI_ERR_KEYVAL);
+	OK(MPI_Comm_get_attr(a, MPI_KEYVAL_INVALID, &v, &flag));
+	CHECK(flag == 0);
+	CHECK(MPI_Comm_free_keyval(&kv) == MPI_ERR_KEYVAL);
+	int tub = MPI_TAG_UB;
+	CHECK(MPI_Comm_free_keyval(&tub) == MPI_ERR_KEYVAL);
+	/* A copy callback's error fails the dup, and no communicator is
+	 * made (the attributes copied before it are deleted). */
+	kc.fail = 1;
+	MPI_Comm d = MPI_COMM_NULL;
+	CHECK(MPI_Comm_dup(a, &d) == MPI_ERR_OTHER);
+	CHECK(d == MPI_COMM_NULL && kc.copies == 3);
+	/* A delete callback's error fails the delete: the value stays. */
+	CHECK(MPI_Comm_delete_attr(a, kv_copy) == MPI_ERR_ARG);
+	OK(MPI_Comm_get_attr(a, kv_copy, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 200 + rank);
+	/* ... and a free: last set first, so kdup's and knull's go, kv's
+	 * fails and stays, and so does the communicator, usable. */
+	MPI_Comm keep = a;
+	CHECK(MPI_Comm_free(&a) == MPI_ERR_ARG);
+	CHECK(a == keep);
+	CHECK(nc.deletes == 1 && nc.last_deleted == 7 && nc.order < kc.order);
+	OK(MPI_Comm_get_attr(a, knull, &v, &flag));
+	CHECK(flag == 0);
+	OK(MPI_Comm_get_attr(a, kv_copy, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 200 + rank);
+	int one = 1, sum = 0;
+	OK(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, a));
+	CHECK(sum == size);
+	kc.fail = 0;
+	OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+
+	int before = kc.deletes;
+	OK(MPI_Comm_free(&a));
+	CHECK(a == MPI_COMM_NULL);
+	CHECK(kc.deletes == before + 1 && kc.last_deleted == 200 + rank);
+	OK(MPI_Comm_free(&b));
+	CHECK(nc.deletes == 1 && dc.copies == 0);
+	OK(MPI_Comm_free_keyval(&knull));
+	OK(MPI_Comm_free_keyval(&kdup));
+
+	/* On MPI_COMM_SELF: deleted at the start of MPI_Finalize, last set
+	 * first, while MPI still works (main checks). */
+	int ks1, ks2;
+	OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &ks1,
+				  NULL));
+	OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &ks2,
+				  NULL));
+	OK(MPI_Comm_set_attr(MPI_COMM_SELF, ks1, (void *)(intptr_t)1));
+	OK(MPI_Comm_set_attr(MPI_COMM_SELF, ks2, (void *)(intptr_t)2));
+	OK(MPI_Comm_free_keyval(&ks1));
+	self_expect = 2;
+}
+
 /* Expected number of hosts for the "hosts" case (0: any). */
 static int want_hosts;
 
@@ -969,7 +1146,7 @@ int main(int argc, char **argv)
 	    {"dtype", test_dtype}, {"group", test_group}, {"modes", test_modes},
 	    {"reqs", test_reqs},   {"nbc", test_nbc},	  {"nbcv", test_nbcv},
 	    {"env", test_env},	   {"topo", test_topo},	  {"win", test_win},
-	    {"nbr", test_nbr},	   {"hosts", test_hosts}};
+	    {"nbr", test_nbr},	   {"hosts", test_hosts}, {"attr", test_attr}};
 	int ran = 0;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		if (all || !strcmp(c, cases[i].name)) {
@@ -979,6 +1156,7 @@ int main(int argc, char **argv)
 		}
 	CHECK(ran > 0);
 	OK(MPI_Finalize());
+	CHECK(self_expect == 0 && (self_done || !(all || !strcmp(c, "attr"))));
 	if (rank == 0)
 		printf("mpi_more %s: %d ranks ok\n", c, size);
 	return 0;
