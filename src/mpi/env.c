@@ -143,6 +143,13 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 			pcor_strerror(rc));
 		_exit(1);
 	}
+	int64_t v;
+	pcori_mpi.bcast_large = pcori_ctx_knob("MPI_BCAST_LARGE", &v) == PCOR_OK
+				    ? (size_t)v
+				    : SIZE_MAX;
+	pcori_mpi.allreduce_large =
+	    pcori_ctx_knob("MPI_ALLREDUCE_LARGE", &v) == PCOR_OK ? (size_t)v
+								 : SIZE_MAX;
 	pcori_mpi.nprocs = pcor_nprocs();
 	pcori_mpi.pid = pcor_self_pid();
 	pcori_mpi.main_thread = pthread_self();
@@ -192,8 +199,8 @@ int MPI_Finalize(void)
 {
 	CHECK_INIT("MPI_Finalize");
 	/* First, as if MPI_COMM_SELF were freed: its attributes go. */
-	int err = pcori_mpi_attr_delete_all(
-	    MPI_COMM_SELF, pcori_mpi_comm(MPI_COMM_SELF));
+	int err = pcori_mpi_attr_delete_all(MPI_COMM_SELF,
+					    pcori_mpi_comm(MPI_COMM_SELF));
 	if (err)
 		return FAIL(MPI_COMM_SELF, "MPI_Finalize", err);
 	pcori_mpi_bsend_fini();

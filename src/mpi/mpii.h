@@ -314,6 +314,9 @@ typedef struct mpi_global {
 	/* Guards the tables' allocation (not lookups) and next_ctx. */
 	pthread_mutex_t lock;
 	uint32_t next_ctx; /* lowest context id not yet used here */
+	/* Size thresholds of the collectives (knobs, read at init). */
+	size_t bcast_large;	/* scatter + allgather from here */
+	size_t allreduce_large; /* reduce-scatter + allgather from here */
 } mpi_global_t;
 
 extern mpi_global_t pcori_mpi;

@@ -14,6 +14,11 @@
  *   topo    Dims_create, Cartesian grids, distributed graphs
  *   win     windows: create, allocate, dynamic, fence, free
  *   nbr     neighbourhood collectives on grids and graphs, Alltoallw
+ *   large   bcast and allreduce (every predefined op class, in place,
+ *           nonblocking, a user op) of about 1 MiB and of counts that
+ *           are no multiple of the size, plus a few small counts: the
+ *           size-dependent algorithms (run with PCOR_MPI_BCAST_LARGE=0
+ *           and PCOR_MPI_ALLREDUCE_LARGE=0, the small counts take them)
  *   attr    attribute caching: keyvals, copy callbacks on Comm_dup, delete
  *           callbacks on set, delete and Comm_free, the predefined ones
  *   hosts   (run with "hosts H" on H hosts) the collectives that work by
@@ -830,6 +835,188 @@ static void test_nbr(void)
 	free(sb), free(rb), free(sc), free(sd), free(rc), free(rd), free(ty);
 }
 
+/* Contribution of rank r to element k under op (kept small: PROD fits). */
+static long lval(MPI_Op op, int r, int k)
+{
+	if (op == MPI_PROD)
+		return 1 + (r + k) % 2;
+	if (op == MPI_LAND || op == MPI_LOR || op == MPI_LXOR)
+		return (r + k) % 3 == 0;
+	return (r * 37 + k * 11) % 101 + (op == MPI_BAND ? 128 : 0);
+}
+
+/* Element k of op folded over every rank. */
+static long lref(MPI_Op op, int k)
+{
+	long acc = lval(op, 0, k);
+	for (int r = 1; r < size; r++) {
+		long v = lval(op, r, k);
+		if (op == MPI_SUM)
+			acc += v;
+		else if (op == MPI_PROD)
+			acc *= v;
+		else if (op == MPI_MAX)
+			acc = v > acc ? v : acc;
+		else if (op == MPI_MIN)
+			acc = v < acc ? v : acc;
+		else if (op == MPI_LAND)
+			acc = acc && v;
+		else if (op == MPI_LOR)
+			acc = acc || v;
+		else if (op == MPI_LXOR)
+			acc = !acc != !v;
+		else if (op == MPI_BAND)
+			acc &= v;
+		else if (op == MPI_BOR)
+			acc |= v;
+		else if (op == MPI_BXOR)
+			acc ^= v;
+	}
+	return acc;
+}
+
+/* A non-commutative user op: the lower ranks' value wins. */
+static void keep_left(void *in, void *inout, int *len, MPI_Datatype *t)
+{
+	(void)t;
+	memcpy(inout, in, (size_t)*len * sizeof(int));
+}
+
+static void test_large(void)
+{
+	/* About 1 MiB of each type, three elements over: never a multiple
+	 * of the size (but 1), and small counts. */
+	enum { MIB = 1 << 20 };
+	const int small[] = {1, 7, 1000};
+	char *b = malloc(MIB + 64);
+	CHECK(b);
+	for (int ci = 0; ci < 5; ci++) {
+		int count = ci < 3 ? small[ci] : ci == 3 ? MIB : MIB + 5;
+		int roots[3] = {0, size / 2, size - 1};
+		for (int ri = 0; ri < 3; ri++) {
+			int root = roots[ri];
+			for (int i = 0; i < count; i++)
+				b[i] = (char)(rank == root ? i * 7 + root : -1);
+			if (ri == 1) {
+				MPI_Request q;
+				OK(MPI_Ibcast(b, count, MPI_BYTE, root,
+					      MPI_COMM_WORLD, &q));
+				OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+			} else {
+				OK(MPI_Bcast(b, count, MPI_BYTE, root,
+					     MPI_COMM_WORLD));
+			}
+			for (int i = 0; i < count; i++)
+				CHECK(b[i] == (char)(i * 7 + root));
+		}
+	}
+	/* Ints: (1 MiB + 12 bytes) from the last rank. */
+	free(b);
+	int ni = MIB / 4 + 3, *ib = malloc((size_t)ni * sizeof(int));
+	CHECK(ib);
+	for (int i = 0; i < ni; i++)
+		ib[i] = rank == size - 1 ? i ^ 0x5a5a : 0;
+	OK(MPI_Bcast(ib, ni, MPI_INT, size - 1, MPI_COMM_WORLD));
+	for (int i = 0; i < ni; i++)
+		CHECK(ib[i] == (i ^ 0x5a5a));
+	free(ib);
+
+	const MPI_Op ops[] = {MPI_SUM, MPI_PROD, MPI_MAX,  MPI_MIN, MPI_LAND,
+			      MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
+	const int counts[] = {1, 7, 1000, MIB / 4 + 3};
+	int *iv = malloc(MIB + 64), *ir = malloc(MIB + 64);
+	double *dv = malloc(2 * MIB + 64), *dr = malloc(2 * MIB + 64);
+	unsigned char *cv = malloc(MIB + 64), *cr = malloc(MIB + 64);
+	CHECK(iv && ir && dv && dr && cv && cr);
+	for (unsigned o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+		MPI_Op op = ops[o];
+		bool bitwise =
+		    op == MPI_BAND || op == MPI_BOR || op == MPI_BXOR;
+		bool logical =
+		    op == MPI_LAND || op == MPI_LOR || op == MPI_LXOR;
+		for (int ci = 0; ci < 4; ci++) {
+			int n = counts[ci];
+			for (int k = 0; k < n; k++)
+				iv[k] = (int)lval(op, rank, k);
+			OK(MPI_Allreduce(iv, ir, n, MPI_INT, op,
+					 MPI_COMM_WORLD));
+			for (int k = 0; k < n; k++)
+				CHECK(ir[k] == (int)lref(op, k));
+			if (!bitwise && !logical) {
+				/* Doubles: 2 MiB + 24 bytes at the largest. */
+				for (int k = 0; k < n; k++)
+					dv[k] = (double)lval(op, rank, k);
+				OK(MPI_Allreduce(dv, dr, n, MPI_DOUBLE, op,
+						 MPI_COMM_WORLD));
+				for (int k = 0; k < n; k++)
+					CHECK(dr[k] == (double)lref(op, k));
+			}
+			if (bitwise) {
+				/* Bytes: as many bytes as the ints'. */
+				int nc = n * 4;
+				for (int k = 0; k < nc; k++)
+					cv[k] =
+					    (unsigned char)lval(op, rank, k);
+				OK(MPI_Allreduce(cv, cr, nc, MPI_UNSIGNED_CHAR,
+						 op, MPI_COMM_WORLD));
+				for (int k = 0; k < nc; k++)
+					CHECK(cr[k] ==
+					      (unsigned char)lref(op, k));
+			}
+		}
+	}
+	/* In place and nonblocking, the largest count. */
+	int n = MIB / 4 + 3;
+	for (int k = 0; k < n; k++)
+		ir[k] = (int)lval(MPI_SUM, rank, k);
+	OK(MPI_Allreduce(MPI_IN_PLACE, ir, n, MPI_INT, MPI_SUM,
+			 MPI_COMM_WORLD));
+	for (int k = 0; k < n; k++)
+		CHECK(ir[k] == (int)lref(MPI_SUM, k));
+	for (int k = 0; k < n; k++)
+		iv[k] = (int)lval(MPI_MAX, rank, k);
+	MPI_Request q;
+	OK(MPI_Iallreduce(iv, ir, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &q));
+	OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+	for (int k = 0; k < n; k++)
+		CHECK(ir[k] == (int)lref(MPI_MAX, k));
+	/* MAXLOC / MINLOC on pairs: ties go to the lower index. */
+	struct di {
+		double v;
+		int i;
+	} *pv = (struct di *)dv, *pr = (struct di *)dr;
+	int np = MIB / (int)sizeof(struct di) + 3;
+	for (int pass = 0; pass < 2; pass++) {
+		MPI_Op op = pass ? MPI_MINLOC : MPI_MAXLOC;
+		for (int k = 0; k < np; k++)
+			pv[k] = (struct di){(double)((rank * 3 + k) % 4), rank};
+		OK(MPI_Allreduce(pv, pr, np, MPI_DOUBLE_INT, op,
+				 MPI_COMM_WORLD));
+		for (int k = 0; k < np; k++) {
+			double best = (double)(k % 4);
+			int who = 0;
+			for (int r = 1; r < size; r++) {
+				double x = (double)((r * 3 + k) % 4);
+				if (pass ? x < best : x > best) {
+					best = x;
+					who = r;
+				}
+			}
+			CHECK(pr[k].v == best && pr[k].i == who);
+		}
+	}
+	/* A user op that does not commute keeps rank order at any size. */
+	MPI_Op left;
+	OK(MPI_Op_create(keep_left, 0, &left));
+	for (int k = 0; k < n; k++)
+		iv[k] = rank * 1000 + k;
+	OK(MPI_Allreduce(iv, ir, n, MPI_INT, left, MPI_COMM_WORLD));
+	for (int k = 0; k < n; k++)
+		CHECK(ir[k] == k);
+	OK(MPI_Op_free(&left));
+	free(iv), free(ir), free(dv), free(dr), free(cv), free(cr);
+}
+
 /* Attribute callbacks: they count their calls in the extra state. */
 typedef struct {
 	int copies, deletes, fail, order;
@@ -854,8 +1041,8 @@ static int self_delete(MPI_Comm comm, int keyval, void *val, void *extra)
 	return MPI_SUCCESS;
 }
 
-static int plus_one_copy(MPI_Comm oldcomm, int keyval, void *extra,
-			 void *in, void *out, int *flag)
+static int plus_one_copy(MPI_Comm oldcomm, int keyval, void *extra, void *in,
+			 void *out, int *flag)
 {
 	(void)oldcomm, (void)keyval;
 	calls_t *k = extra;
@@ -1007,18 +1194,22 @@ static void test_attr(void)
 /* Expected number of hosts for the "hosts" case (0: any). */
 static int want_hosts;
 
-/* Bcast, reduce, allreduce and barrier on c, every root, two sizes. */
+/* Bcast, reduce, allreduce and barrier on c, every root, three sizes. */
 static void by_host(MPI_Comm c)
 {
 	int r, n;
 	OK(MPI_Comm_rank(c, &r));
 	OK(MPI_Comm_size(c, &n));
-	enum { BIG = 5000 };
+	/* The largest (1 MiB + 12 bytes) takes the large-message algorithms
+	 * in the phases that have enough members. */
+	enum { BIG = (1 << 18) + 3 };
+	const int lens[] = {1, 5000, BIG};
 	int *a = malloc(BIG * sizeof(int)), *b = malloc(BIG * sizeof(int));
 	CHECK(a && b);
 	for (int rep = 0; rep < 3; rep++)
 		OK(MPI_Barrier(c));
-	for (int len = 1; len <= BIG; len += BIG - 1) {
+	for (int li = 0; li < 3; li++) {
+		int len = lens[li];
 		for (int root = 0; root < n; root++) {
 			for (int i = 0; i < len; i++)
 				a[i] = r == root ? root * 7 + i : -1;
@@ -1146,7 +1337,8 @@ int main(int argc, char **argv)
 	    {"dtype", test_dtype}, {"group", test_group}, {"modes", test_modes},
 	    {"reqs", test_reqs},   {"nbc", test_nbc},	  {"nbcv", test_nbcv},
 	    {"env", test_env},	   {"topo", test_topo},	  {"win", test_win},
-	    {"nbr", test_nbr},	   {"hosts", test_hosts}, {"attr", test_attr}};
+	    {"nbr", test_nbr},	   {"hosts", test_hosts}, {"attr", test_attr},
+	    {"large", test_large}};
 	int ran = 0;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		if (all || !strcmp(c, cases[i].name)) {
