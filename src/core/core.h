@@ -277,7 +277,7 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	  "MPI shim: allreduces of at least this many bytes with a "           \
 	  "predefined operation use reduce-scatter + allgather "               \
 	  "(Rabenseifner) instead of recursive doubling")                      \
-	X(MPI_BCAST_LARGE, mpi_bcast_large, SIZE, "512k", 0, (1LL << 46),      \
+	X(MPI_BCAST_LARGE, mpi_bcast_large, SIZE, "8m", 0, (1LL << 46),        \
 	  "MPI shim: broadcasts of at least this many bytes among 3 or more "  \
 	  "ranks use scatter + allgather instead of a binomial tree")          \
 	X(NAMING_TIMEOUT_MS, naming_timeout_ms, INT, "10000", 10, 3600000,     \
