@@ -182,15 +182,44 @@ extern int pcor_mpi_unweighted_[1], pcor_mpi_weights_empty_[1];
 #define MPI_ERR_TOPOLOGY 10
 #define MPI_ERR_DIMS 11
 #define MPI_ERR_WIN 45
+#define MPI_ERR_KEYVAL 48
 #define MPI_ERR_LASTCODE 0x3fffffff
 
-/* Keys of MPI_Comm_get_attr (predefined attributes only). */
+/* Keys of MPI_Comm_get_attr: the predefined attributes (read only). */
 #define MPI_TAG_UB 0x64400001
 #define MPI_WTIME_IS_GLOBAL 0x64400003
 #define MPI_HOST 0x64400005
 #define MPI_IO 0x64400007
 #define MPI_UNIVERSE_SIZE 0x64400009
 #define MPI_APPNUM 0x6440000d
+
+/*
+ * User attribute keys (MPI_Comm_create_keyval).  The callbacks run in
+ * the thread that calls MPI_Comm_dup (copy), MPI_Comm_set_attr,
+ * MPI_Comm_delete_attr or MPI_Comm_free (delete), with no lock of the
+ * shim held: they may call MPI.  A callback's error class fails the call
+ * that ran it.
+ */
+#define MPI_KEYVAL_INVALID ((int)0x24000000)
+typedef int MPI_Comm_copy_attr_function(MPI_Comm oldcomm, int comm_keyval,
+					void *extra_state,
+					void *attribute_val_in,
+					void *attribute_val_out, int *flag);
+typedef int MPI_Comm_delete_attr_function(MPI_Comm comm, int comm_keyval,
+					  void *attribute_val,
+					  void *extra_state);
+/* The standard's callbacks: no copy, copy the value, nothing to delete. */
+int pcor_mpi_comm_null_copy_fn_(MPI_Comm oldcomm, int comm_keyval,
+				void *extra_state, void *attribute_val_in,
+				void *attribute_val_out, int *flag);
+int pcor_mpi_comm_dup_fn_(MPI_Comm oldcomm, int comm_keyval, void *extra_state,
+			  void *attribute_val_in, void *attribute_val_out,
+			  int *flag);
+int pcor_mpi_comm_null_delete_fn_(MPI_Comm comm, int comm_keyval,
+				  void *attribute_val, void *extra_state);
+#define MPI_COMM_NULL_COPY_FN pcor_mpi_comm_null_copy_fn_
+#define MPI_COMM_DUP_FN pcor_mpi_comm_dup_fn_
+#define MPI_COMM_NULL_DELETE_FN pcor_mpi_comm_null_delete_fn_
 
 /* MPI_Comm_split_type: the processes that share a host. */
 #define MPI_COMM_TYPE_SHARED 1
@@ -244,6 +273,12 @@ int MPI_Comm_get_name(MPI_Comm comm, char *comm_name, int *resultlen);
 int MPI_Comm_free(MPI_Comm *comm);
 int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val,
 		      int *flag);
+int MPI_Comm_create_keyval(MPI_Comm_copy_attr_function *comm_copy_attr_fn,
+			   MPI_Comm_delete_attr_function *comm_delete_attr_fn,
+			   int *comm_keyval, void *extra_state);
+int MPI_Comm_free_keyval(int *comm_keyval);
+int MPI_Comm_set_attr(MPI_Comm comm, int comm_keyval, void *attribute_val);
+int MPI_Comm_delete_attr(MPI_Comm comm, int comm_keyval);
 
 /* Groups (ordered sets of processes; collective calls need none). */
 int MPI_Group_size(MPI_Group group, int *size);

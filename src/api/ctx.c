@@ -125,3 +125,16 @@ PCOR_API int pcori_ctx_cancel(pcor_handle_t h)
 	pcori_req_complete(r, PCOR_ERR_CANCELED);
 	return 1;
 }
+
+PCOR_API int pcori_ctx_knob(const char *name, int64_t *v_p)
+{
+	for (size_t i = 0; i < pcori_nknobs; i++) {
+		const pcori_knob_t *k = &pcori_knobs[i];
+		if (k->type == PCORI_KNOB_STRING || strcmp(k->name, name))
+			continue;
+		*v_p = *(const int64_t *)((const char *)&pcori_rt.cfg +
+					  k->offset);
+		return PCOR_OK;
+	}
+	return PCOR_ERR_INVAL;
+}

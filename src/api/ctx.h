@@ -65,4 +65,15 @@ PCOR_API int pcori_ctx_probe(int qthid, int pid, int thid, int tag,
  */
 PCOR_API int pcori_ctx_cancel(pcor_handle_t h);
 
+/*
+ * pcori_ctx_knob -- the value pcor_init read for the numeric knob
+ * PCOR_<name> (an INT or SIZE row of the knob table, such as the MPI
+ * shim's MPI_BCAST_LARGE), so the shim's tunables are declared, checked
+ * and listed by pcor_info with all the others.  Call after pcor_init.
+ *
+ * Returns PCOR_OK and sets *v_p; PCOR_ERR_INVAL if there is no such
+ * numeric knob.  Any thread.
+ */
+PCOR_API int pcori_ctx_knob(const char *name, int64_t *v_p);
+
 #endif /* PCOR_API_CTX_H */

@@ -275,6 +275,14 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	  "message control blocks per process: bounds the unexpected "         \
 	  "messages held at once (fast messages, which cannot be refused, "    \
 	  "may add up to 256 per sending thread)")                             \
+	X(MPI_ALLREDUCE_LARGE, mpi_allreduce_large, SIZE, "64k", 0,            \
+	  (1LL << 46),                                                         \
+	  "MPI shim: allreduces of at least this many bytes with a "           \
+	  "predefined operation use reduce-scatter + allgather "               \
+	  "(Rabenseifner) instead of recursive doubling")                      \
+	X(MPI_BCAST_LARGE, mpi_bcast_large, SIZE, "8m", 0, (1LL << 46),        \
+	  "MPI shim: broadcasts of at least this many bytes among 3 or more "  \
+	  "ranks use scatter + allgather instead of a binomial tree")          \
 	X(NAMING_TIMEOUT_MS, naming_timeout_ms, INT, "10000", 10, 3600000,     \
 	  "how long a directory request waits for another agent's answer")     \
 	X(PEER_TIMEOUT_MS, peer_timeout_ms, INT, "1500", 100, 3600000,         \

@@ -62,6 +62,7 @@ err_:
 
 static void comm_destroy(comm_t *c)
 {
+	pcori_mpi_attr_drop(c);
 	pcori_mpi_topo_free(c->topo);
 	pcori_mpi_hier_free(c->hier);
 	free(c->pids);
@@ -152,8 +153,22 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 	if (!pids)
 		return FAIL(comm, "MPI_Comm_dup", MPI_ERR_OTHER);
 	memcpy(pids, c->pids, c->size * sizeof(int));
-	RETURN(comm, "MPI_Comm_dup",
-	       comm_derive(c, pids, c->size, id, newcomm));
+	MPI_Comm nh;
+	rc = comm_derive(c, pids, c->size, id, &nh);
+	if (rc)
+		return FAIL(comm, "MPI_Comm_dup", rc);
+	/* The attributes, through their copy callbacks. */
+	comm_t *nc = pcori_mpi_comm(nh);
+	rc = pcori_mpi_attr_copy(comm, c, nc);
+	if (rc) {
+		/* Those copied so far are deleted before the copy goes. */
+		pcori_mpi_attr_delete_all(nh, nc);
+		pcori_mpi_tab_del(&comms, HINDEX(nh));
+		comm_destroy(nc);
+		return FAIL(comm, "MPI_Comm_dup", rc);
+	}
+	*newcomm = nh;
+	return MPI_SUCCESS;
 }
 
 typedef struct {
@@ -271,6 +286,10 @@ int MPI_Comm_free(MPI_Comm *comm)
 	if (!c || *comm == MPI_COMM_WORLD || *comm == MPI_COMM_SELF)
 		return FAIL(comm ? *comm : MPI_COMM_NULL, "MPI_Comm_free",
 			    MPI_ERR_COMM);
+	/* A delete callback that fails keeps the communicator. */
+	int rc = pcori_mpi_attr_delete_all(*comm, c);
+	if (rc)
+		return FAIL(*comm, "MPI_Comm_free", rc);
 	pcori_mpi_tab_del(&comms, HINDEX(*comm));
 	comm_destroy(c);
 	*comm = MPI_COMM_NULL;

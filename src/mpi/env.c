@@ -1,6 +1,6 @@
 /*
  * env.c -- MPI environment: init and finalize, errors and their handlers,
- * version strings, clocks, attributes, memory and info objects.
+ * version strings, clocks and memory.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -39,6 +39,7 @@ static const char *const err_names[] = {
     [MPI_ERR_TOPOLOGY] = "MPI_ERR_TOPOLOGY: invalid topology",
     [MPI_ERR_DIMS] = "MPI_ERR_DIMS: invalid dimension argument",
     [MPI_ERR_WIN] = "MPI_ERR_WIN: invalid window",
+    [MPI_ERR_KEYVAL] = "MPI_ERR_KEYVAL: invalid attribute key",
 };
 #define NERR ((int)(sizeof(err_names) / sizeof(err_names[0])))
 
@@ -142,6 +143,13 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 			pcor_strerror(rc));
 		_exit(1);
 	}
+	int64_t v;
+	pcori_mpi.bcast_large = pcori_ctx_knob("MPI_BCAST_LARGE", &v) == PCOR_OK
+				    ? (size_t)v
+				    : SIZE_MAX;
+	pcori_mpi.allreduce_large =
+	    pcori_ctx_knob("MPI_ALLREDUCE_LARGE", &v) == PCOR_OK ? (size_t)v
+								 : SIZE_MAX;
 	pcori_mpi.nprocs = pcor_nprocs();
 	pcori_mpi.pid = pcor_self_pid();
 	pcori_mpi.main_thread = pthread_self();
@@ -190,11 +198,17 @@ int MPI_Init(int *argc, char ***argv)
 int MPI_Finalize(void)
 {
 	CHECK_INIT("MPI_Finalize");
+	/* First, as if MPI_COMM_SELF were freed: its attributes go. */
+	int err = pcori_mpi_attr_delete_all(MPI_COMM_SELF,
+					    pcori_mpi_comm(MPI_COMM_SELF));
+	if (err)
+		return FAIL(MPI_COMM_SELF, "MPI_Finalize", err);
 	pcori_mpi_bsend_fini();
 	/* Nobody leaves while a peer may still send to it. */
 	MPI_Barrier(MPI_COMM_WORLD);
 	pcori_mpi_reqs_fini();
 	pcori_mpi_comms_fini();
+	pcori_mpi_attr_fini();
 	pcori_mpi_types_fini();
 	pcori_mpi.state = 2;
 	int rc = pcor_finalize();
@@ -347,45 +361,7 @@ int MPI_Error_class(int errorcode, int *errorclass)
 	return MPI_SUCCESS;
 }
 
-/* ------------------------------------------------- attributes, memory */
-
-int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val,
-		      int *flag)
-{
-	CHECK_INIT("MPI_Comm_get_attr");
-	/* Constants of the job: written once, read by any thread. */
-	static int tag_ub = TAG_UB, wtime_global = 0, host = MPI_PROC_NULL;
-	static int io = MPI_ANY_SOURCE, appnum = 0, universe;
-	if (!pcori_mpi_comm(comm))
-		return FAIL(comm, "MPI_Comm_get_attr", MPI_ERR_COMM);
-	if (!attribute_val || !flag)
-		return FAIL(comm, "MPI_Comm_get_attr", MPI_ERR_ARG);
-	*flag = 1;
-	switch (comm_keyval) {
-	case MPI_TAG_UB:
-		*(int **)attribute_val = &tag_ub;
-		break;
-	case MPI_WTIME_IS_GLOBAL:
-		*(int **)attribute_val = &wtime_global;
-		break;
-	case MPI_HOST: /* no process is special */
-		*(int **)attribute_val = &host;
-		break;
-	case MPI_IO: /* every process can do I/O */
-		*(int **)attribute_val = &io;
-		break;
-	case MPI_APPNUM:
-		*(int **)attribute_val = &appnum;
-		break;
-	case MPI_UNIVERSE_SIZE:
-		universe = pcori_mpi.nprocs;
-		*(int **)attribute_val = &universe;
-		break;
-	default:
-		*flag = 0;
-	}
-	return MPI_SUCCESS;
-}
+/* ---------------------------------------------------------------- memory */
 
 int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr)
 {

@@ -51,6 +51,7 @@
 #define DTYPE_KIND 0x8c000000u
 #define INFO_KIND  0x5c000000u
 #define WIN_KIND   0xa0000000u
+#define KEYVAL_KIND 0x24000000u
 #define TAG_UB	   0x3fffffff
 
 /* Contexts of a communicator, offsets from comm->ctx. */
@@ -138,6 +139,8 @@ typedef struct comm {
 	_Atomic int hier_state; /* 0 not looked at, 1 flat, 2 by host */
 	_Atomic uint32_t coll_seq; /* collectives started here */
 	char name[MPI_MAX_OBJECT_NAME];
+	struct attr *attrs; /* cached attributes (attr.c, under its lock) */
+	int nattr, attrcap;
 } comm_t;
 
 comm_t *pcori_mpi_comm(MPI_Comm c); /* NULL if invalid */
@@ -151,6 +154,15 @@ int pcori_mpi_allreduce_c(comm_t *c, const void *sbuf, void *rbuf, int count,
 			  MPI_Datatype t, MPI_Op op);
 int pcori_mpi_allgather_c(comm_t *c, const void *sbuf, void *rbuf, size_t len);
 void pcori_mpi_comms_fini(void);
+/* attr.c: copy old's attributes to new (MPI_Comm_dup) through the copy
+ * callbacks; an error class from one stops the copy. */
+int pcori_mpi_attr_copy(MPI_Comm oldh, comm_t *old, comm_t *new);
+/* Delete c's attributes, last set first, through the delete callbacks;
+ * the first error stops and is returned (the rest stay). */
+int pcori_mpi_attr_delete_all(MPI_Comm h, comm_t *c);
+/* Forget c's attributes without callbacks. */
+void pcori_mpi_attr_drop(comm_t *c);
+void pcori_mpi_attr_fini(void);
 void pcori_mpi_topo_free(struct topo *t);
 void pcori_mpi_hier_free(struct hier *h);
 /*
@@ -302,6 +314,9 @@ typedef struct mpi_global {
 	/* Guards the tables' allocation (not lookups) and next_ctx. */
 	pthread_mutex_t lock;
 	uint32_t next_ctx; /* lowest context id not yet used here */
+	/* Size thresholds of the collectives (knobs, read at init). */
+	size_t bcast_large;	/* scatter + allgather from here */
+	size_t allreduce_large; /* reduce-scatter + allgather from here */
 } mpi_global_t;
 
 extern mpi_global_t pcori_mpi;

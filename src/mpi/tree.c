@@ -10,6 +10,16 @@
  * each host again.  Folding by host changes the order of operands, so
  * only the predefined (commutative) operations go that way.
  *
+ * Large messages take other algorithms, chosen by size (knobs
+ * PCOR_MPI_BCAST_LARGE and PCOR_MPI_ALLREDUCE_LARGE, read at MPI_Init):
+ * a broadcast among 3 or more members scatters the message in n blocks
+ * down a binomial tree and gathers them all round a ring (van de Geijn);
+ * an allreduce with a predefined operation halves the vector recursively
+ * while reducing (reduce-scatter), then doubles it back (allgather)
+ * (Rabenseifner).  In the three phases by host each phase chooses for
+ * itself.  The choice depends only on arguments every member passes
+ * alike (size, group, operation), so all members choose the same.
+ *
  * Every rank reserves the same tag rounds in the same order whether or
  * not it takes part in a phase, so the phases' messages match.
  */
@@ -17,6 +27,12 @@
 #include <string.h>
 
 #include "mpii.h"
+
+/* The predefined operations: they commute, user ones need not. */
+static bool commutes(MPI_Op op)
+{
+	return op >= MPI_MAX && op <= MPI_MAXLOC;
+}
 
 typedef struct grp {
 	const int *m; /* comm ranks; NULL: 0 .. n-1 */
@@ -64,6 +80,72 @@ static void g_bcast(sched_t *s, const grp_t *g, void *buf, size_t len, int root)
 			pcori_mpi_sched_send(s, at(g, (v + mask + root) % n),
 					     buf, len);
 	pcori_mpi_sched_fence(s);
+}
+
+/* Byte offset of block j of n equal blocks (to a byte) over len bytes. */
+static size_t boff(size_t len, int n, int j)
+{
+	return len / (size_t)n * (size_t)j +
+	       (len % (size_t)n) * (size_t)j / (size_t)n;
+}
+
+/*
+ * Scatter + allgather from member root (van de Geijn): block j of n goes
+ * to the member j after the root.  A binomial tree hands each subtree its
+ * blocks, one message per edge (member v's subtree holds the blocks [v,
+ * v + lowest bit of v)), then a ring passes every block round: n - 1
+ * rounds of one block each way.  Each member receives about 2 len bytes
+ * (n - 1) / n in all, against len per level of the binomial tree.
+ */
+static void g_bcast_sag(sched_t *s, const grp_t *g, char *buf, size_t len,
+			int root)
+{
+	int n = g->n;
+	unsigned base = pcori_mpi_sched_stage(s, (unsigned)n);
+	if (g->me < 0)
+		return;
+	int v = (g->me - root + n) % n, mask = 1;
+	while (mask < n && !(v & mask))
+		mask <<= 1;
+	if (v) {
+		int end = v + mask < n ? v + mask : n;
+		size_t lo = boff(len, n, v), hi = boff(len, n, end);
+		pcori_mpi_sched_recv(s, at(g, (v - mask + root) % n), buf + lo,
+				     hi - lo);
+		pcori_mpi_sched_fence(s);
+	}
+	for (mask >>= 1; mask > 0; mask >>= 1) {
+		int c = v + mask;
+		if (c >= n)
+			continue;
+		int end = c + mask < n ? c + mask : n;
+		size_t lo = boff(len, n, c), hi = boff(len, n, end);
+		pcori_mpi_sched_send(s, at(g, (c + root) % n), buf + lo,
+				     hi - lo);
+	}
+	pcori_mpi_sched_fence(s);
+	int left = at(g, (v - 1 + n + root) % n),
+	    right = at(g, (v + 1 + root) % n);
+	for (int k = 0; k < n - 1; k++) {
+		int sb = (v - k + n) % n, rb = (v - k - 1 + n) % n;
+		size_t so = boff(len, n, sb), ro = boff(len, n, rb);
+		s->round = (uint8_t)(base + 1 + k);
+		pcori_mpi_sched_recv(s, left, buf + ro,
+				     boff(len, n, rb + 1) - ro);
+		pcori_mpi_sched_send(s, right, buf + so,
+				     boff(len, n, sb + 1) - so);
+		pcori_mpi_sched_fence(s);
+	}
+}
+
+/* Broadcast on g: binomial tree, or scatter + allgather when large. */
+static void g_bcast_any(sched_t *s, const grp_t *g, void *buf, size_t len,
+			int root)
+{
+	if (g->n >= 3 && len >= pcori_mpi.bcast_large)
+		g_bcast_sag(s, g, buf, len, root);
+	else
+		g_bcast(s, g, buf, len, root);
 }
 
 /*
@@ -164,6 +246,105 @@ static void g_allreduce(sched_t *s, const grp_t *g, const void *in, void *out,
 	pcori_mpi_sched_fence(s);
 }
 
+/*
+ * Rabenseifner's allreduce, for commutative operations: with p2 the
+ * largest power of two <= n, the extra members hand their data to a
+ * partner first (as g_allreduce).  The p2 others split the vector in p2
+ * blocks (element counts differing by at most one) and halve it
+ * recursively: in step i each keeps half of its current range, sends
+ * the other half to the partner across bit log2(p2) - 1 - i, and folds
+ * in what the partner sent of the half it keeps.  Member v then holds
+ * block v reduced over everyone; recursive doubling gathers the blocks
+ * back.  Each block is folded at one member only, so every member ends
+ * with the same bits.  Each member sends and receives about 2 len bytes
+ * and folds len, against log2(p2) len for recursive doubling.
+ */
+static void g_allreduce_rsag(sched_t *s, const grp_t *g, const void *in,
+			     void *out, int count, MPI_Datatype t, MPI_Op op)
+{
+	int n = g->n, r = g->me, p2 = 1, logp = 0;
+	while (p2 * 2 <= n) {
+		p2 *= 2;
+		logp++;
+	}
+	unsigned base = pcori_mpi_sched_stage(s, 2 * logp + 2);
+	if (r < 0)
+		return;
+	size_t es = pcori_mpi_type(t)->size, len = (size_t)count * es;
+	int rem = n - p2, v;
+	char *work = out;
+	pcori_mpi_sched_copy(s, in, work, len);
+	if (r < 2 * rem && r % 2 == 0) {
+		pcori_mpi_sched_send(s, at(g, r + 1), work, len);
+		pcori_mpi_sched_fence(s);
+		s->round = (uint8_t)(base + 1 + 2 * logp);
+		pcori_mpi_sched_recv(s, at(g, r + 1), out, len);
+		pcori_mpi_sched_fence(s);
+		return;
+	}
+	if (r < 2 * rem) {
+		void *tmp = pcori_mpi_sched_alloc(s, len);
+		pcori_mpi_sched_recv(s, at(g, r - 1), tmp, len);
+		pcori_mpi_sched_fence(s);
+		pcori_mpi_sched_reduce(s, op, t, tmp, work, count);
+		v = r / 2;
+	} else {
+		v = r - rem;
+	}
+	/* Element offsets of the blocks; a half is at most count - count/2. */
+#define EOFF(j) ((size_t)count / p2 * (j) + (size_t)count % p2 * (j) / p2)
+	char *half = pcori_mpi_sched_alloc(s, (count - count / 2) * es);
+	int lo = 0, hi = p2;
+	for (int mask = p2 / 2, i = 0; mask > 0; mask >>= 1, i++) {
+		int pv = v ^ mask, mid = (lo + hi) / 2;
+		int peer = at(g, pv < rem ? 2 * pv + 1 : pv + rem);
+		int klo = v & mask ? mid : lo, khi = v & mask ? hi : mid;
+		int slo = v & mask ? lo : mid, shi = v & mask ? mid : hi;
+		size_t kn = EOFF(khi) - EOFF(klo), sn = EOFF(shi) - EOFF(slo);
+		s->round = (uint8_t)(base + 1 + i);
+		pcori_mpi_sched_recv(s, peer, half, kn * es);
+		pcori_mpi_sched_send(s, peer, work + EOFF(slo) * es, sn * es);
+		pcori_mpi_sched_fence(s);
+		pcori_mpi_sched_reduce(s, op, t, half, work + EOFF(klo) * es,
+				       (int)kn);
+		lo = klo;
+		hi = khi;
+	}
+	for (int mask = 1, i = 0; mask < p2; mask <<= 1, i++) {
+		int pv = v ^ mask, plo = pv / mask * mask;
+		int peer = at(g, pv < rem ? 2 * pv + 1 : pv + rem);
+		s->round = (uint8_t)(base + 1 + logp + i);
+		pcori_mpi_sched_recv(s, peer, work + EOFF(plo) * es,
+				     (EOFF(plo + mask) - EOFF(plo)) * es);
+		pcori_mpi_sched_send(s, peer, work + EOFF(lo) * es,
+				     (EOFF(lo + mask) - EOFF(lo)) * es);
+		pcori_mpi_sched_fence(s);
+		lo = lo < plo ? lo : plo;
+	}
+#undef EOFF
+	if (r < 2 * rem) {
+		s->round = (uint8_t)(base + 1 + 2 * logp);
+		pcori_mpi_sched_send(s, at(g, r - 1), work, len);
+	}
+	pcori_mpi_sched_fence(s);
+}
+
+/* Allreduce on g: recursive doubling, or Rabenseifner's when large. */
+static void g_allreduce_any(sched_t *s, const grp_t *g, const void *in,
+			    void *out, int count, MPI_Datatype t, MPI_Op op,
+			    bool commutative)
+{
+	int p2 = 1;
+	while (p2 * 2 <= g->n)
+		p2 *= 2;
+	size_t len = (size_t)count * pcori_mpi_type(t)->size;
+	if (commutative && g->n >= 2 && count >= p2 &&
+	    len >= pcori_mpi.allreduce_large)
+		g_allreduce_rsag(s, g, in, out, count, t, op);
+	else
+		g_allreduce(s, g, in, out, count, t, op);
+}
+
 /* ------------------------------------------------------------ hosts */
 
 typedef struct hier {
@@ -245,11 +426,6 @@ static void groups(const comm_t *c, const hier_t *h, grp_t *loc, grp_t *lead)
 			h->lead[h->myhost] == c->rank ? h->myhost : -1};
 }
 
-static bool commutes(MPI_Op op)
-{
-	return op >= MPI_MAX && op <= MPI_MAXLOC;
-}
-
 void pcori_mpi_b_barrier(sched_t *s)
 {
 	comm_t *c = s->c;
@@ -271,7 +447,8 @@ void pcori_mpi_b_bcast(sched_t *s, void *buf, size_t len, int root)
 	comm_t *c = s->c;
 	const hier_t *h = hier_of(c);
 	if (!h) {
-		g_bcast(s, &(grp_t){NULL, c->size, c->rank}, buf, len, root);
+		g_bcast_any(s, &(grp_t){NULL, c->size, c->rank}, buf, len,
+			    root);
 		return;
 	}
 	/* The root stands for its host; elsewhere the lowest rank. */
@@ -283,11 +460,11 @@ void pcori_mpi_b_bcast(sched_t *s, void *buf, size_t len, int root)
 	lead[rh] = root;
 	grp_t lg = {lead, h->nhosts,
 		    lead[h->myhost] == c->rank ? h->myhost : -1};
-	g_bcast(s, &lg, buf, len, rh);
+	g_bcast_any(s, &lg, buf, len, rh);
 	int lroot = 0;
 	while (h->local[lroot] != lead[h->myhost])
 		lroot++;
-	g_bcast(s, &(grp_t){h->local, h->nlocal, h->lidx}, buf, len, lroot);
+	g_bcast_any(s, &(grp_t){h->local, h->nlocal, h->lidx}, buf, len, lroot);
 }
 
 void pcori_mpi_b_reduce(sched_t *s, const void *in, void *out, int count,
@@ -327,8 +504,8 @@ void pcori_mpi_b_allreduce(sched_t *s, const void *in, void *out, int count,
 	comm_t *c = s->c;
 	const hier_t *h = commutes(op) ? hier_of(c) : NULL;
 	if (!h) {
-		g_allreduce(s, &(grp_t){NULL, c->size, c->rank}, in, out, count,
-			    t, op);
+		g_allreduce_any(s, &(grp_t){NULL, c->size, c->rank}, in, out,
+				count, t, op, commutes(op));
 		return;
 	}
 	grp_t loc, lg;
@@ -337,6 +514,6 @@ void pcori_mpi_b_allreduce(sched_t *s, const void *in, void *out, int count,
 	void *part = pcori_mpi_sched_alloc(s, len);
 	/* Reduce on each host, allreduce among leaders, share on each host. */
 	g_reduce(s, &loc, in, part, count, t, op, 0);
-	g_allreduce(s, &lg, part, out, count, t, op);
-	g_bcast(s, &loc, out, len, 0);
+	g_allreduce_any(s, &lg, part, out, count, t, op, true);
+	g_bcast_any(s, &loc, out, len, 0);
 }

@@ -14,6 +14,13 @@
  *   topo    Dims_create, Cartesian grids, distributed graphs
  *   win     windows: create, allocate, dynamic, fence, free
  *   nbr     neighbourhood collectives on grids and graphs, Alltoallw
+ *   large   bcast and allreduce (every predefined op class, in place,
+ *           nonblocking, a user op) of about 1 MiB and of counts that
+ *           are no multiple of the size, plus a few small counts: the
+ *           size-dependent algorithms (run with PCOR_MPI_BCAST_LARGE=0
+ *           and PCOR_MPI_ALLREDUCE_LARGE=0, the small counts take them)
+ *   attr    attribute caching: keyvals, copy callbacks on Comm_dup, delete
+ *           callbacks on set, delete and Comm_free, the predefined ones
  *   hosts   (run with "hosts H" on H hosts) the collectives that work by
  *           host, checked from every root, on the world and on a
  *           communicator with uneven hosts
@@ -23,6 +30,7 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -827,21 +835,381 @@ static void test_nbr(void)
 	free(sb), free(rb), free(sc), free(sd), free(rc), free(rd), free(ty);
 }
 
+/* Contribution of rank r to element k under op (kept small: PROD fits). */
+static long lval(MPI_Op op, int r, int k)
+{
+	if (op == MPI_PROD)
+		return 1 + (r + k) % 2;
+	if (op == MPI_LAND || op == MPI_LOR || op == MPI_LXOR)
+		return (r + k) % 3 == 0;
+	return (r * 37 + k * 11) % 101 + (op == MPI_BAND ? 128 : 0);
+}
+
+/* Element k of op folded over every rank. */
+static long lref(MPI_Op op, int k)
+{
+	long acc = lval(op, 0, k);
+	for (int r = 1; r < size; r++) {
+		long v = lval(op, r, k);
+		if (op == MPI_SUM)
+			acc += v;
+		else if (op == MPI_PROD)
+			acc *= v;
+		else if (op == MPI_MAX)
+			acc = v > acc ? v : acc;
+		else if (op == MPI_MIN)
+			acc = v < acc ? v : acc;
+		else if (op == MPI_LAND)
+			acc = acc && v;
+		else if (op == MPI_LOR)
+			acc = acc || v;
+		else if (op == MPI_LXOR)
+			acc = !acc != !v;
+		else if (op == MPI_BAND)
+			acc &= v;
+		else if (op == MPI_BOR)
+			acc |= v;
+		else if (op == MPI_BXOR)
+			acc ^= v;
+	}
+	return acc;
+}
+
+/* A non-commutative user op: the lower ranks' value wins. */
+static void keep_left(void *in, void *inout, int *len, MPI_Datatype *t)
+{
+	(void)t;
+	memcpy(inout, in, (size_t)*len * sizeof(int));
+}
+
+static void test_large(void)
+{
+	/* About 1 MiB of each type, three elements over: never a multiple
+	 * of the size (but 1), and small counts. */
+	enum { MIB = 1 << 20 };
+	const int small[] = {1, 7, 1000};
+	char *b = malloc(MIB + 64);
+	CHECK(b);
+	for (int ci = 0; ci < 5; ci++) {
+		int count = ci < 3 ? small[ci] : ci == 3 ? MIB : MIB + 5;
+		int roots[3] = {0, size / 2, size - 1};
+		for (int ri = 0; ri < 3; ri++) {
+			int root = roots[ri];
+			for (int i = 0; i < count; i++)
+				b[i] = (char)(rank == root ? i * 7 + root : -1);
+			if (ri == 1) {
+				MPI_Request q;
+				OK(MPI_Ibcast(b, count, MPI_BYTE, root,
+					      MPI_COMM_WORLD, &q));
+				OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+			} else {
+				OK(MPI_Bcast(b, count, MPI_BYTE, root,
+					     MPI_COMM_WORLD));
+			}
+			for (int i = 0; i < count; i++)
+				CHECK(b[i] == (char)(i * 7 + root));
+		}
+	}
+	/* Ints: (1 MiB + 12 bytes) from the last rank. */
+	free(b);
+	int ni = MIB / 4 + 3, *ib = malloc((size_t)ni * sizeof(int));
+	CHECK(ib);
+	for (int i = 0; i < ni; i++)
+		ib[i] = rank == size - 1 ? i ^ 0x5a5a : 0;
+	OK(MPI_Bcast(ib, ni, MPI_INT, size - 1, MPI_COMM_WORLD));
+	for (int i = 0; i < ni; i++)
+		CHECK(ib[i] == (i ^ 0x5a5a));
+	free(ib);
+
+	const MPI_Op ops[] = {MPI_SUM, MPI_PROD, MPI_MAX,  MPI_MIN, MPI_LAND,
+			      MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
+	const int counts[] = {1, 7, 1000, MIB / 4 + 3};
+	int *iv = malloc(MIB + 64), *ir = malloc(MIB + 64);
+	double *dv = malloc(2 * MIB + 64), *dr = malloc(2 * MIB + 64);
+	unsigned char *cv = malloc(MIB + 64), *cr = malloc(MIB + 64);
+	CHECK(iv && ir && dv && dr && cv && cr);
+	for (unsigned o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+		MPI_Op op = ops[o];
+		bool bitwise =
+		    op == MPI_BAND || op == MPI_BOR || op == MPI_BXOR;
+		bool logical =
+		    op == MPI_LAND || op == MPI_LOR || op == MPI_LXOR;
+		for (int ci = 0; ci < 4; ci++) {
+			int n = counts[ci];
+			for (int k = 0; k < n; k++)
+				iv[k] = (int)lval(op, rank, k);
+			OK(MPI_Allreduce(iv, ir, n, MPI_INT, op,
+					 MPI_COMM_WORLD));
+			for (int k = 0; k < n; k++)
+				CHECK(ir[k] == (int)lref(op, k));
+			if (!bitwise && !logical) {
+				/* Doubles: 2 MiB + 24 bytes at the largest. */
+				for (int k = 0; k < n; k++)
+					dv[k] = (double)lval(op, rank, k);
+				OK(MPI_Allreduce(dv, dr, n, MPI_DOUBLE, op,
+						 MPI_COMM_WORLD));
+				for (int k = 0; k < n; k++)
+					CHECK(dr[k] == (double)lref(op, k));
+			}
+			if (bitwise) {
+				/* Bytes: as many bytes as the ints'. */
+				int nc = n * 4;
+				for (int k = 0; k < nc; k++)
+					cv[k] =
+					    (unsigned char)lval(op, rank, k);
+				OK(MPI_Allreduce(cv, cr, nc, MPI_UNSIGNED_CHAR,
+						 op, MPI_COMM_WORLD));
+				for (int k = 0; k < nc; k++)
+					CHECK(cr[k] ==
+					      (unsigned char)lref(op, k));
+			}
+		}
+	}
+	/* In place and nonblocking, the largest count. */
+	int n = MIB / 4 + 3;
+	for (int k = 0; k < n; k++)
+		ir[k] = (int)lval(MPI_SUM, rank, k);
+	OK(MPI_Allreduce(MPI_IN_PLACE, ir, n, MPI_INT, MPI_SUM,
+			 MPI_COMM_WORLD));
+	for (int k = 0; k < n; k++)
+		CHECK(ir[k] == (int)lref(MPI_SUM, k));
+	for (int k = 0; k < n; k++)
+		iv[k] = (int)lval(MPI_MAX, rank, k);
+	MPI_Request q;
+	OK(MPI_Iallreduce(iv, ir, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &q));
+	OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+	for (int k = 0; k < n; k++)
+		CHECK(ir[k] == (int)lref(MPI_MAX, k));
+	/* MAXLOC / MINLOC on pairs: ties go to the lower index. */
+	struct di {
+		double v;
+		int i;
+	} *pv = (struct di *)dv, *pr = (struct di *)dr;
+	int np = MIB / (int)sizeof(struct di) + 3;
+	for (int pass = 0; pass < 2; pass++) {
+		MPI_Op op = pass ? MPI_MINLOC : MPI_MAXLOC;
+		for (int k = 0; k < np; k++)
+			pv[k] = (struct di){(double)((rank * 3 + k) % 4), rank};
+		OK(MPI_Allreduce(pv, pr, np, MPI_DOUBLE_INT, op,
+				 MPI_COMM_WORLD));
+		for (int k = 0; k < np; k++) {
+			double best = (double)(k % 4);
+			int who = 0;
+			for (int r = 1; r < size; r++) {
+				double x = (double)((r * 3 + k) % 4);
+				if (pass ? x < best : x > best) {
+					best = x;
+					who = r;
+				}
+			}
+			CHECK(pr[k].v == best && pr[k].i == who);
+		}
+	}
+	/* A user op that does not commute keeps rank order at any size. */
+	MPI_Op left;
+	OK(MPI_Op_create(keep_left, 0, &left));
+	for (int k = 0; k < n; k++)
+		iv[k] = rank * 1000 + k;
+	OK(MPI_Allreduce(iv, ir, n, MPI_INT, left, MPI_COMM_WORLD));
+	for (int k = 0; k < n; k++)
+		CHECK(ir[k] == k);
+	OK(MPI_Op_free(&left));
+	free(iv), free(ir), free(dv), free(dr), free(cv), free(cr);
+}
+
+/* Attribute callbacks: they count their calls in the extra state. */
+typedef struct {
+	int copies, deletes, fail, order;
+	intptr_t last_deleted;
+	MPI_Comm last_comm;
+} calls_t;
+
+static int delete_seq;
+
+/* MPI_COMM_SELF's attributes: expected next (0: none), all seen. */
+static int self_expect, self_done;
+
+static int self_delete(MPI_Comm comm, int keyval, void *val, void *extra)
+{
+	(void)keyval, (void)extra;
+	int fin = 1;
+	MPI_Finalized(&fin);
+	CHECK(comm == MPI_COMM_SELF && !fin);
+	CHECK((intptr_t)val == self_expect);
+	if (--self_expect == 0)
+		self_done = 1;
+	return MPI_SUCCESS;
+}
+
+static int plus_one_copy(MPI_Comm oldcomm, int keyval, void *extra, void *in,
+			 void *out, int *flag)
+{
+	(void)oldcomm, (void)keyval;
+	calls_t *k = extra;
+	k->copies++;
+	if (k->fail)
+		return MPI_ERR_OTHER;
+	*(void **)out = (void *)((intptr_t)in + 1);
+	*flag = 1;
+	return MPI_SUCCESS;
+}
+
+static int counting_delete(MPI_Comm comm, int keyval, void *val, void *extra)
+{
+	(void)keyval;
+	calls_t *k = extra;
+	k->deletes++;
+	k->order = ++delete_seq;
+	k->last_deleted = (intptr_t)val;
+	k->last_comm = comm;
+	return k->fail ? MPI_ERR_ARG : MPI_SUCCESS;
+}
+
+static void test_attr(void)
+{
+	calls_t kc = {0}, nc = {0}, dc = {0};
+	int kv, knull, kdup, flag;
+	void *v;
+	OK(MPI_Comm_create_keyval(plus_one_copy, counting_delete, &kv, &kc));
+	OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, counting_delete,
+				  &knull, &nc));
+	OK(MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN,
+				  &kdup, &dc));
+	CHECK(kv != MPI_KEYVAL_INVALID && kv != knull && kv != kdup);
+
+	MPI_Comm a, b;
+	OK(MPI_Comm_dup(MPI_COMM_WORLD, &a));
+	OK(MPI_Comm_get_attr(a, kv, &v, &flag));
+	CHECK(flag == 0);
+	OK(MPI_Comm_set_attr(a, kv, (void *)(intptr_t)(100 + rank)));
+	OK(MPI_Comm_set_attr(a, knull, (void *)(intptr_t)7));
+	OK(MPI_Comm_set_attr(a, kdup, (void *)(intptr_t)9));
+	OK(MPI_Comm_get_attr(a, kv, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 100 + rank);
+	/* Setting again deletes the old value first. */
+	OK(MPI_Comm_set_attr(a, kv, (void *)(intptr_t)(200 + rank)));
+	CHECK(kc.deletes == 1 && kc.last_deleted == 100 + rank &&
+	      kc.last_comm == a);
+	OK(MPI_Comm_get_attr(a, kv, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 200 + rank);
+	/* The predefined attributes are still there, and read only. */
+	int *ub;
+	OK(MPI_Comm_get_attr(a, MPI_TAG_UB, &ub, &flag));
+	CHECK(flag && *ub >= 32767);
+
+	/* Dup: our copy adds one, the null copy drops, the dup copy keeps. */
+	OK(MPI_Comm_dup(a, &b));
+	CHECK(kc.copies == 1);
+	OK(MPI_Comm_get_attr(b, kv, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 201 + rank);
+	OK(MPI_Comm_get_attr(b, knull, &v, &flag));
+	CHECK(flag == 0);
+	OK(MPI_Comm_get_attr(b, kdup, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 9);
+	/* The copy is b's own: deleting it leaves a's. */
+	OK(MPI_Comm_delete_attr(b, kv));
+	CHECK(kc.deletes == 2 && kc.last_deleted == 201 + rank &&
+	      kc.last_comm == b);
+	OK(MPI_Comm_get_attr(b, kv, &v, &flag));
+	CHECK(flag == 0);
+	OK(MPI_Comm_get_attr(a, kv, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 200 + rank);
+	/* Communicators that nobody set anything on know nothing. */
+	OK(MPI_Comm_get_attr(MPI_COMM_WORLD, kv, &v, &flag));
+	CHECK(flag == 0);
+
+	/* A freed keyval: gone for new attributes, kept for the old ones. */
+	int kv_copy = kv;
+	OK(MPI_Comm_free_keyval(&kv));
+	CHECK(kv == MPI_KEYVAL_INVALID);
+	MPI_Comm c;
+	OK(MPI_Comm_dup(a, &c)); /* the copy callback still runs */
+	CHECK(kc.copies == 2);
+	OK(MPI_Comm_get_attr(c, kv_copy, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 201 + rank);
+	OK(MPI_Comm_free(&c));
+	CHECK(kc.deletes == 3 && kc.last_deleted == 201 + rank);
+
+	/* Errors (returned, not fatal, on these communicators). */
+	OK(MPI_Comm_set_errhandler(a, MPI_ERRORS_RETURN));
+	OK(MPI_Comm_set_errhandler(b, MPI_ERRORS_RETURN));
+	OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+	CHECK(MPI_Comm_set_attr(a, kv_copy, NULL) == MPI_ERR_KEYVAL);
+	CHECK(MPI_Comm_set_attr(a, MPI_TAG_UB, NULL) == MPI_ERR_KEYVAL);
+	CHECK(MPI_Comm_delete_attr(a, MPI_TAG_UB) == MPI_ERR_KEYVAL);
+	CHECK(MPI_Comm_delete_attr(b, knull) == MPI_ERR_KEYVAL);
+	OK(MPI_Comm_get_attr(a, MPI_KEYVAL_INVALID, &v, &flag));
+	CHECK(flag == 0);
+	CHECK(MPI_Comm_free_keyval(&kv) == MPI_ERR_KEYVAL);
+	int tub = MPI_TAG_UB;
+	CHECK(MPI_Comm_free_keyval(&tub) == MPI_ERR_KEYVAL);
+	/* A copy callback's error fails the dup, and no communicator is
+	 * made (the attributes copied before it are deleted). */
+	kc.fail = 1;
+	MPI_Comm d = MPI_COMM_NULL;
+	CHECK(MPI_Comm_dup(a, &d) == MPI_ERR_OTHER);
+	CHECK(d == MPI_COMM_NULL && kc.copies == 3);
+	/* A delete callback's error fails the delete: the value stays. */
+	CHECK(MPI_Comm_delete_attr(a, kv_copy) == MPI_ERR_ARG);
+	OK(MPI_Comm_get_attr(a, kv_copy, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 200 + rank);
+	/* ... and a free: last set first, so kdup's and knull's go, kv's
+	 * fails and stays, and so does the communicator, usable. */
+	MPI_Comm keep = a;
+	CHECK(MPI_Comm_free(&a) == MPI_ERR_ARG);
+	CHECK(a == keep);
+	CHECK(nc.deletes == 1 && nc.last_deleted == 7 && nc.order < kc.order);
+	OK(MPI_Comm_get_attr(a, knull, &v, &flag));
+	CHECK(flag == 0);
+	OK(MPI_Comm_get_attr(a, kv_copy, &v, &flag));
+	CHECK(flag == 1 && (intptr_t)v == 200 + rank);
+	int one = 1, sum = 0;
+	OK(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, a));
+	CHECK(sum == size);
+	kc.fail = 0;
+	OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+
+	int before = kc.deletes;
+	OK(MPI_Comm_free(&a));
+	CHECK(a == MPI_COMM_NULL);
+	CHECK(kc.deletes == before + 1 && kc.last_deleted == 200 + rank);
+	OK(MPI_Comm_free(&b));
+	CHECK(nc.deletes == 1 && dc.copies == 0);
+	OK(MPI_Comm_free_keyval(&knull));
+	OK(MPI_Comm_free_keyval(&kdup));
+
+	/* On MPI_COMM_SELF: deleted at the start of MPI_Finalize, last set
+	 * first, while MPI still works (main checks). */
+	int ks1, ks2;
+	OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &ks1,
+				  NULL));
+	OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &ks2,
+				  NULL));
+	OK(MPI_Comm_set_attr(MPI_COMM_SELF, ks1, (void *)(intptr_t)1));
+	OK(MPI_Comm_set_attr(MPI_COMM_SELF, ks2, (void *)(intptr_t)2));
+	OK(MPI_Comm_free_keyval(&ks1));
+	self_expect = 2;
+}
+
 /* Expected number of hosts for the "hosts" case (0: any). */
 static int want_hosts;
 
-/* Bcast, reduce, allreduce and barrier on c, every root, two sizes. */
+/* Bcast, reduce, allreduce and barrier on c, every root, three sizes. */
 static void by_host(MPI_Comm c)
 {
 	int r, n;
 	OK(MPI_Comm_rank(c, &r));
 	OK(MPI_Comm_size(c, &n));
-	enum { BIG = 5000 };
+	/* The largest (1 MiB + 12 bytes) takes the large-message algorithms
+	 * in the phases that have enough members. */
+	enum { BIG = (1 << 18) + 3 };
+	const int lens[] = {1, 5000, BIG};
 	int *a = malloc(BIG * sizeof(int)), *b = malloc(BIG * sizeof(int));
 	CHECK(a && b);
 	for (int rep = 0; rep < 3; rep++)
 		OK(MPI_Barrier(c));
-	for (int len = 1; len <= BIG; len += BIG - 1) {
+	for (int li = 0; li < 3; li++) {
+		int len = lens[li];
 		for (int root = 0; root < n; root++) {
 			for (int i = 0; i < len; i++)
 				a[i] = r == root ? root * 7 + i : -1;
@@ -969,7 +1337,8 @@ int main(int argc, char **argv)
 	    {"dtype", test_dtype}, {"group", test_group}, {"modes", test_modes},
 	    {"reqs", test_reqs},   {"nbc", test_nbc},	  {"nbcv", test_nbcv},
 	    {"env", test_env},	   {"topo", test_topo},	  {"win", test_win},
-	    {"nbr", test_nbr},	   {"hosts", test_hosts}};
+	    {"nbr", test_nbr},	   {"hosts", test_hosts}, {"attr", test_attr},
+	    {"large", test_large}};
 	int ran = 0;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		if (all || !strcmp(c, cases[i].name)) {
@@ -979,6 +1348,7 @@ int main(int argc, char **argv)
 		}
 	CHECK(ran > 0);
 	OK(MPI_Finalize());
+	CHECK(self_expect == 0 && (self_done || !(all || !strcmp(c, "attr"))));
 	if (rank == 0)
 		printf("mpi_more %s: %d ranks ok\n", c, size);
 	return 0;
