@@ -11,6 +11,13 @@ PCOR_API int pcori_ctx_send(int pid, int thid, int tag, uint32_t ctx,
 	return pcori_api_send_copy(pid, thid, tag, ctx, buf, len, h_p);
 }
 
+PCOR_API int pcori_ctx_send_hold(int pid, int thid, int tag, uint32_t ctx,
+				 const void *buf, size_t len,
+				 pcor_handle_t *h_p)
+{
+	return pcori_api_send_hold(pid, thid, tag, ctx, buf, len, h_p);
+}
+
 /*
  * A copy receive posted in queue q, which need not be the caller's: the
  * steps of pcori_recv_post with the queue as a parameter.  The request

@@ -28,6 +28,19 @@ PCOR_API int pcori_ctx_send(int pid, int thid, int tag, uint32_t ctx,
 			    const void *buf, size_t len, pcor_handle_t *h_p);
 
 /*
+ * pcori_ctx_send_hold -- pcori_ctx_send without the copy: buf (any
+ * memory) stays the caller's responsibility until the handle completes,
+ * and pcor reads it in place, as pcor_send_dma does with DMA memory -- a
+ * large message to another process on the host moves with one copy,
+ * straight into the receive.  The handle completes when the data has
+ * been taken (eager: accepted; rendezvous: read).  To the caller's own
+ * process it copies, as pcori_ctx_send.
+ */
+PCOR_API int pcori_ctx_send_hold(int pid, int thid, int tag, uint32_t ctx,
+				 const void *buf, size_t len,
+				 pcor_handle_t *h_p);
+
+/*
  * pcori_ctx_recv -- pcor_recv_copy on matching context ctx: matches only
  * messages sent with the same ctx.  pid, thid and tag may be wildcards.
  *

@@ -53,6 +53,22 @@ int pcori_api_send_copy(int pid, int thid, int tag, uint32_t ctx,
 		       h_p);
 }
 
+int pcori_api_send_hold(int pid, int thid, int tag, uint32_t ctx,
+			const void *buf, size_t len, pcor_handle_t *h_p)
+{
+	int rc = check_send(pid, thid, tag, buf, len, h_p);
+	if (PCORI_UNLIKELY(rc))
+		return rc;
+	/*
+	 * To another process: a sendDMA from any memory (the ports read it
+	 * where it is).  To our own, a copy: a send to oneself must not wait
+	 * for the receive the same thread would post next.
+	 */
+	pcori_req_kind_t kind = pid == pcori_rt.pid ? PCORI_REQ_SEND_COPY
+						   : PCORI_REQ_SEND_DMA;
+	return send_to(kind, pid, thid, tag, ctx, buf, len, 0, h_p);
+}
+
 PCOR_API int pcor_send_copy(int pid, int thid, int tag, const void *buf,
 			    size_t len, pcor_handle_t *h_p)
 {

@@ -194,6 +194,7 @@ typedef struct sstep {
 	int count;	 /* reduce, unpack */
 	MPI_Datatype type;
 	MPI_Op op;
+	bool hold;	 /* send: read in place until the round's fence */
 } sstep_t;
 
 typedef struct sched {
@@ -216,6 +217,12 @@ typedef struct sched {
 void pcori_mpi_sched_init(sched_t *s, comm_t *c);
 void *pcori_mpi_sched_alloc(sched_t *s, size_t len);
 void pcori_mpi_sched_send(sched_t *s, int peer, const void *buf, size_t len);
+/*
+ * A send whose buffer nothing writes before the round's fence: pcor reads
+ * it in place (no copy of a large message).
+ */
+void pcori_mpi_sched_send_hold(sched_t *s, int peer, const void *buf,
+			       size_t len);
 void pcori_mpi_sched_recv(sched_t *s, int peer, void *buf, size_t len);
 void pcori_mpi_sched_fence(sched_t *s);
 /* Reserve n tag rounds for a stage; the first one. */

@@ -29,6 +29,18 @@ int pcori_mpi_isend(comm_t *c, int off, int dst, int tag, const void *buf,
 	return rc;
 }
 
+/* The same, reading buf in place until *h_p completes (no copy). */
+static int isend_hold(comm_t *c, int dst, int tag, const void *buf,
+		      size_t len, pcor_handle_t *h_p)
+{
+	int rc;
+	while ((rc = pcori_ctx_send_hold(c->pids[dst], c->lane, tag,
+					 c->ctx + CTX_P2P, buf, len, h_p)) ==
+	       PCOR_ERR_AGAIN)
+		sched_yield();
+	return rc;
+}
+
 int pcori_mpi_irecv(comm_t *c, int off, int src, int tag, void *buf, size_t cap,
 		    pcor_msginfo_t *info, pcor_handle_t *h_p)
 {
@@ -98,8 +110,10 @@ static int bsend_post(comm_t *c, int dest, int tag, const void *buf,
 		      size_t len);
 
 /*
- * Start a send of any mode.  The data leave buf (or its packed copy)
- * before pcor returns, so a packed copy is freed at once.
+ * Start a send of any mode.  Contiguous data are read in place until the
+ * request completes (MPI leaves the buffer to us until then): a large
+ * message moves with one copy.  Packed data leave their copy before pcor
+ * returns, so it is freed at once.
  */
 static int send_start(int mode, const void *buf, int count, MPI_Datatype t,
 		      int dest, int tag, MPI_Comm comm, req_t *r)
@@ -149,7 +163,9 @@ static int send_start(int mode, const void *buf, int count, MPI_Datatype t,
 			pcor_handle_test(hn, PCOR_BLOCK);
 	}
 	if (!rc)
-		rc = pcori_mpi_isend(c, CTX_P2P, dest, tag, data, len, &r->h);
+		rc = tmp ? pcori_mpi_isend(c, CTX_P2P, dest, tag, data, len,
+					   &r->h)
+			 : isend_hold(c, dest, tag, data, len, &r->h);
 	free(tmp);
 	return pcori_mpi_class(rc);
 }

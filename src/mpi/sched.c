@@ -65,14 +65,27 @@ void *pcori_mpi_sched_alloc(sched_t *s, size_t len)
 	return p;
 }
 
-void pcori_mpi_sched_send(sched_t *s, int peer, const void *buf, size_t len)
+static void send_step(sched_t *s, int peer, const void *buf, size_t len,
+		      bool hold)
 {
 	sstep_t *st = add(s, S_SEND);
 	if (st) {
 		st->peer = peer;
 		st->src = buf;
 		st->len = len;
+		st->hold = hold;
 	}
+}
+
+void pcori_mpi_sched_send(sched_t *s, int peer, const void *buf, size_t len)
+{
+	send_step(s, peer, buf, len, false);
+}
+
+void pcori_mpi_sched_send_hold(sched_t *s, int peer, const void *buf,
+			       size_t len)
+{
+	send_step(s, peer, buf, len, true);
 }
 
 void pcori_mpi_sched_recv(sched_t *s, int peer, void *buf, size_t len)
@@ -217,9 +230,9 @@ int pcori_mpi_sched_progress(sched_t *s, bool block)
 		pcor_handle_t h;
 		switch (st->kind) {
 		case S_SEND:
-			rc = pcori_ctx_send(c->pids[st->peer], c->coll_lane,
-					    tag, c->ctx + CTX_COLL, st->src,
-					    st->len, &h);
+			rc = (st->hold ? pcori_ctx_send_hold : pcori_ctx_send)(
+			    c->pids[st->peer], c->coll_lane, tag,
+			    c->ctx + CTX_COLL, st->src, st->len, &h);
 			break;
 		case S_RECV:
 			rc = pcori_ctx_recv(

@@ -77,8 +77,8 @@ static void g_bcast(sched_t *s, const grp_t *g, void *buf, size_t len, int root)
 	}
 	for (mask >>= 1; mask > 0; mask >>= 1)
 		if (v + mask < n)
-			pcori_mpi_sched_send(s, at(g, (v + mask + root) % n),
-					     buf, len);
+			pcori_mpi_sched_send_hold(
+			    s, at(g, (v + mask + root) % n), buf, len);
 	pcori_mpi_sched_fence(s);
 }
 
@@ -120,8 +120,8 @@ static void g_bcast_sag(sched_t *s, const grp_t *g, char *buf, size_t len,
 			continue;
 		int end = c + mask < n ? c + mask : n;
 		size_t lo = boff(len, n, c), hi = boff(len, n, end);
-		pcori_mpi_sched_send(s, at(g, (c + root) % n), buf + lo,
-				     hi - lo);
+		pcori_mpi_sched_send_hold(s, at(g, (c + root) % n), buf + lo,
+					  hi - lo);
 	}
 	pcori_mpi_sched_fence(s);
 	int left = at(g, (v - 1 + n + root) % n),
@@ -132,8 +132,8 @@ static void g_bcast_sag(sched_t *s, const grp_t *g, char *buf, size_t len,
 		s->round = (uint8_t)(base + 1 + k);
 		pcori_mpi_sched_recv(s, left, buf + ro,
 				     boff(len, n, rb + 1) - ro);
-		pcori_mpi_sched_send(s, right, buf + so,
-				     boff(len, n, sb + 1) - so);
+		pcori_mpi_sched_send_hold(s, right, buf + so,
+					  boff(len, n, sb + 1) - so);
 		pcori_mpi_sched_fence(s);
 	}
 }
