@@ -8,7 +8,7 @@
  *
  *   shm_ring_lat [-m MIN:MAX] [-i ITERS]     (prints CSV, one-way us)
  */
-#include "dispatch/shm.h"
+#include "port/shm.h"
 
 #include <sched.h>
 #include <sys/mman.h>

@@ -224,7 +224,7 @@ struct pcori_port {
 
 int pcori_port_ofi_open(const char *provider, int index,
 			pcori_port_t **ports_p, int max, int *n_p);
-/* The pcor-shm port kind (port_shm.c): peers on this host. */
+/* The pcor-shm port kind (port/shm.c): peers on this host. */
 int pcori_port_shm_open(int index, pcori_port_t **port_p);
 /* PCOR_AFFINITY: pin the calling thread (affinity.c). */
 void pcori_affinity_apply(const char *spec);

@@ -1,6 +1,6 @@
 /*
  * shmring_fuzz -- libFuzzer target for the pcor-shm ring reader
- * (pcori_shm_ring_next in src/dispatch/shm_ring.c): the ring lives in
+ * (pcori_shm_ring_next in src/port/shm_ring.c): the ring lives in
  * memory a local peer writes, so every byte of it may be hostile.
  *
  * Input: byte 0 picks the ring size (64 B to 8 KiB), bytes 1-2 the line
@@ -11,7 +11,7 @@
  * records until it finds none or one malformed.  Every record it accepts
  * must lie inside the ring, and the walk must move forward.
  */
-#include "dispatch/shm.h"
+#include "port/shm.h"
 
 static void must(bool ok, const char *what)
 {

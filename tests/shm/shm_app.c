@@ -34,7 +34,7 @@
 #include "harness.h"
 
 #include "dispatch/dispatch.h"
-#include "dispatch/shm.h"
+#include "port/shm.h"
 
 #include <errno.h>
 #include <fcntl.h>

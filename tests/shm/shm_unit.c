@@ -3,7 +3,7 @@
  * ring (one thread, two threads, malformed contents) and the cell pool.
  */
 #include "harness.h"
-#include "dispatch/shm.h"
+#include "port/shm.h"
 
 #include <pthread.h>
 

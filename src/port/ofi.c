@@ -1,5 +1,5 @@
 /*
- * port_ofi.c -- the libfabric port kind: one RDM endpoint of one provider
+ * ofi.c -- the libfabric port kind: one RDM endpoint of one provider
  * and domain, its completion queue, pre-posted receive buffers and the
  * registration of the DMA range.
  *
@@ -23,7 +23,7 @@
  *    with a growing vector).  On rxd ports av_lock keeps our completion
  *    reads and our inserts apart; nothing else is done under it.
  */
-#include "dispatch.h"
+#include "../dispatch/dispatch.h"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>

@@ -1,5 +1,5 @@
 /*
- * port_shm.c -- the pcor-shm port kind: messaging between the processes
+ * shm.c -- the pcor-shm port kind: messaging between the processes
  * of one host through shared memory, after Chai, Hartono and Panda
  * (per-pair receive rings, a send cell pool, no locks in shared memory)
  * and Miao et al. (one copy, straight from the sender's memory, for large
@@ -55,7 +55,7 @@
  *    -> tx_lock; pool_lock and cq_lock are leaves.  progress (one thread,
  *    progress_lock) calls the protocol with none of them held.
  */
-#include "dispatch.h"
+#include "../dispatch/dispatch.h"
 #include "shm.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * shm.h -- private interface of the pcor-shm port kind (port_shm.c) and
+ * shm.h -- private interface of the pcor-shm port kind (port/shm.c) and
  * its data structures over shared memory (shm_ring.c): the segment
  * layout, the single-producer/single-consumer receive rings and the send
  * cell pool.
@@ -187,7 +187,7 @@ void *pcori_shm_ring_reserve(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr,
  * Publish the reserved record: clear the header after it, then store its
  * header (and a wrap's, last).  The last store is sequentially
  * consistent: together with the consumer's seq_cst store to `sleeping`
- * it orders the sender's check of that flag after the data (port_shm.c).
+ * it orders the sender's check of that flag after the data (port/shm.c).
  */
 void pcori_shm_ring_commit(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr);
 
