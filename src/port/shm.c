@@ -55,8 +55,7 @@
  *    -> tx_lock; pool_lock and cq_lock are leaves.  progress (one thread,
  *    progress_lock) calls the protocol with none of them held.
  */
-#include "../dispatch/dispatch.h"
-#include "shm.h"
+#include "shm_port.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -69,111 +68,6 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
-
-#define SHM_PROVIDER "pcor-shm"
-#define SHM_KEY_SALT 0x9e3779b97f4a7c15ull
-#define SHM_CQ_MAX 4096      /* completions queued at once */
-#define SHM_DRAIN_BUDGET 64  /* records per ring per progress call */
-#define SHM_RETRY_NS 1000000 /* retry an unresolvable sender after */
-#define SHM_PARK_NS 100000   /* retry a refused fast message after */
-
-typedef struct shm_port shm_port_t;
-
-typedef pcori_shm_addr_t shm_addr_t;
-
-/* Another local process: its segment, and our ring in it. */
-typedef struct shm_peer {
-	int pid;
-	pid_t ospid;
-	uint64_t nonce;
-	/* Written once under peers_lock before the peer is handed out. */
-	uint8_t *base;
-	size_t size;
-	pcori_shm_geom_t g;  /* checked copy of its geometry */
-	pcori_shm_hdr_t *hdr;
-	_Atomic uint32_t *marks; /* its cell pool, for what it sends us */
-	uint8_t *cells;
-	/* Guards slot, ring, prod and gone. */
-	pcori_lock_t tx_lock;
-	int slot;            /* ours in its segment; -1 none yet */
-	pcori_shm_ring_t ring;
-	pcori_shm_prod_t prod;
-	bool gone;           /* released: sends fail, mapping is gone */
-	_Atomic bool dead;   /* the directory says it left */
-	_Atomic bool released; /* its resources are let go of */
-	struct shm_peer *next; /* in the port's list (peers_lock) */
-} shm_peer_t;
-
-/* One receive slot of our segment, as progress sees it (progress only). */
-typedef struct shm_rslot {
-	shm_peer_t *peer; /* its sender, once resolved */
-	uint64_t head;    /* total-out, private copy */
-	uint64_t published; /* head last stored in shared memory */
-	uint64_t retry_ns;  /* unresolvable sender: try again then */
-	uint64_t parked_ns; /* head record refused for now: retry then */
-	bool broken;      /* malformed: abandoned until reset */
-	/* broken or parked: sleepers need not be woken for it (any thread) */
-	_Atomic bool quiet;
-} shm_rslot_t;
-
-typedef struct shm_cqe {
-	pcori_ctx_t *ctx;
-	int32_t status;
-} shm_cqe_t;
-
-struct shm_port {
-	pcori_port_t base;
-	int fd;
-	uint8_t *seg;
-	pcori_shm_hdr_t *hdr;
-	pcori_shm_geom_t g;
-	_Atomic uint64_t *owners, *heads;
-	uint8_t *rings, *cells;
-	shm_rslot_t *rslots;
-	uint64_t nonce, key;
-	uint32_t inline_max;
-	/* The send cell pool. */
-	pcori_lock_t pool_lock; /* guards pool */
-	pcori_shm_pool_t pool;
-	/* Completions of sendv, reported by progress. */
-	pcori_lock_t cq_lock;   /* guards cq, ncq */
-	shm_cqe_t *cq, *cq_spare;
-	size_t ncq;
-	_Atomic uint32_t cq_used;  /* reserved or queued (bounds ncq) */
-	_Atomic uint32_t cq_ready; /* queued, not yet reported */
-	/* Peers. */
-	pcori_lock_t peers_lock; /* guards peers */
-	shm_peer_t *peers;
-	_Atomic int ndead;       /* dead peers not yet released */
-	bool cma_warned;
-};
-
-/* --------------------------------------------------------- futexes */
-
-/* The wake word lives in shared memory: no FUTEX_PRIVATE_FLAG. */
-static void futex_wait_shared(_Atomic uint32_t *w, uint32_t v, int timeout_ms)
-{
-	struct timespec ts = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
-	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT, v, &ts, NULL, 0);
-}
-
-static void futex_wake_shared(_Atomic uint32_t *w)
-{
-	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, 1, NULL, NULL, 0);
-}
-
-/*
- * Wake a receiver that said it sleeps (after a seq_cst publication): its
- * dispatcher, or the application thread that sleeps there in its place.
- */
-static inline void wake_if_sleeping(pcori_shm_hdr_t *h)
-{
-	if (PCORI_UNLIKELY(atomic_load_explicit(&h->sleeping,
-						memory_order_seq_cst))) {
-		atomic_fetch_add_explicit(&h->wake, 1, memory_order_seq_cst);
-		futex_wake_shared(&h->wake);
-	}
-}
 
 /* ------------------------------------------------------ completions */
 
@@ -205,7 +99,7 @@ static void cq_push(shm_port_t *p, pcori_ctx_t *ctx, int status)
 	wake_if_sleeping(p->hdr);
 }
 
-static int cq_drain(shm_port_t *p)
+int shmp_cq_drain(shm_port_t *p)
 {
 	if (!atomic_load_explicit(&p->cq_ready, memory_order_acquire))
 		return 0;
@@ -232,7 +126,7 @@ static uint64_t key_of(uint64_t nonce)
 	return nonce ^ SHM_KEY_SALT;
 }
 
-static bool peer_gone(const void *owner)
+bool shmp_peer_gone(const void *owner)
 {
 	return atomic_load_explicit(&((const shm_peer_t *)owner)->dead,
 				    memory_order_acquire);
@@ -254,8 +148,9 @@ static int addr_parse(const pcori_port_info_t *info, shm_addr_t *a)
 	if (info->addrlen != sizeof(*a))
 		return PCOR_ERR_PROTO;
 	memcpy(a, info->addr, sizeof(*a));
-	if (a->magic != PCORI_SHM_ADDR_MAGIC || a->version != PCORI_SHM_VERSION ||
-	    a->pid < 0 || a->ospid <= 0 || a->fd < 0 || !a->size)
+	if (a->magic != PCORI_SHM_ADDR_MAGIC ||
+	    a->version != PCORI_SHM_VERSION || a->pid < 0 || a->ospid <= 0 ||
+	    a->fd < 0 || !a->size)
 		return PCOR_ERR_PROTO;
 	return PCOR_OK;
 }
@@ -338,28 +233,29 @@ static int peer_map(shm_port_t *p, shm_peer_t *d, const shm_addr_t *a)
 	if (fstat(fd, &st) || (uint64_t)st.st_size != a->size || seals < 0 ||
 	    !(seals & F_SEAL_SHRINK)) {
 		close(fd);
-		PCORI_WARN(PCORI_SUB_DISPATCH,
-			   "pcor-shm: segment of process %d is not as announced",
-			   a->pid);
+		PCORI_WARN(
+		    PCORI_SUB_DISPATCH,
+		    "pcor-shm: segment of process %d is not as announced",
+		    a->pid);
 		return PCOR_ERR_PROTO;
 	}
-	void *m = mmap(NULL, a->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-		       0);
+	void *m =
+	    mmap(NULL, a->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (m == MAP_FAILED)
 		return PCOR_ERR_NOMEM;
 	const pcori_shm_hdr_t *h = m;
 	pcori_shm_geom_t g = {
-		.nslots = h->nslots,
-		.ring_size = h->ring_size,
-		.cell_size = h->cell_size,
-		.ncells = h->ncells,
+	    .nslots = h->nslots,
+	    .ring_size = h->ring_size,
+	    .cell_size = h->cell_size,
+	    .ncells = h->ncells,
 	};
 	int rc = PCOR_OK;
 	if (h->magic != PCORI_SHM_MAGIC || h->version != PCORI_SHM_VERSION ||
 	    h->nonce != a->nonce || h->pid != a->pid ||
-	    h->key_check != pcori_net.lim.key_check ||
-	    pcori_shm_layout(&g) || g.size != a->size)
+	    h->key_check != pcori_net.lim.key_check || pcori_shm_layout(&g) ||
+	    g.size != a->size)
 		rc = PCOR_ERR_PROTO;
 	/* Probe cross-memory attach on its header before any rendezvous. */
 	if (!rc && p->base.can_read) {
@@ -391,7 +287,7 @@ static int peer_map(shm_port_t *p, shm_peer_t *d, const shm_addr_t *a)
 	return PCOR_OK;
 }
 
-static shm_peer_t *peer_find(shm_port_t *p, int pid)
+shm_peer_t *shmp_peer_find(shm_port_t *p, int pid)
 {
 	PCORI_ASSERT_LOCKED(&p->peers_lock);
 	for (shm_peer_t *d = p->peers; d; d = d->next)
@@ -400,7 +296,7 @@ static shm_peer_t *peer_find(shm_port_t *p, int pid)
 	return NULL;
 }
 
-static shm_peer_t *peer_new(shm_port_t *p, int pid)
+shm_peer_t *shmp_peer_new(shm_port_t *p, int pid)
 {
 	PCORI_ASSERT_LOCKED(&p->peers_lock);
 	shm_peer_t *d = calloc(1, sizeof(*d));
@@ -415,13 +311,13 @@ static shm_peer_t *peer_new(shm_port_t *p, int pid)
 }
 
 /* The peer of address a, mapped.  PCOR_OK and *d_p, or an error. */
-static int peer_get(shm_port_t *p, const shm_addr_t *a, shm_peer_t **d_p)
+int shmp_peer_get(shm_port_t *p, const shm_addr_t *a, shm_peer_t **d_p)
 {
 	int rc = PCOR_OK;
 	pcori_lock(&p->peers_lock);
-	shm_peer_t *d = peer_find(p, a->pid);
+	shm_peer_t *d = shmp_peer_find(p, a->pid);
 	if (!d)
-		d = peer_new(p, a->pid);
+		d = shmp_peer_new(p, a->pid);
 	if (!d)
 		rc = PCOR_ERR_NOMEM;
 	else if (atomic_load(&d->dead))
@@ -435,7 +331,7 @@ static int peer_get(shm_port_t *p, const shm_addr_t *a, shm_peer_t **d_p)
 }
 
 /* The pcor-shm address of pid from the directory (receive side). */
-static int peer_lookup(shm_port_t *p, int pid, shm_addr_t *a)
+int shmp_peer_lookup(shm_port_t *p, int pid, shm_addr_t *a)
 {
 	pcori_member_t *m = malloc(sizeof(*m));
 	if (!m)
@@ -456,7 +352,7 @@ static int peer_claim(shm_port_t *p, shm_peer_t *d)
 {
 	PCORI_ASSERT_LOCKED(&d->tx_lock);
 	_Atomic uint64_t *owners =
-		(_Atomic uint64_t *)(d->base + d->g.off_owner);
+	    (_Atomic uint64_t *)(d->base + d->g.off_owner);
 	uint64_t me = (uint64_t)pcori_rt.pid + 1;
 	for (uint32_t i = 0; i < d->g.nslots; i++) {
 		uint64_t zero = 0;
@@ -464,9 +360,10 @@ static int peer_claim(shm_port_t *p, shm_peer_t *d)
 		    !atomic_compare_exchange_strong(&owners[i], &zero, me))
 			continue;
 		d->slot = (int)i;
-		d->ring.buf = d->base + d->g.off_ring +
-			      (uint64_t)i * d->g.ring_size;
-		d->ring.head = (_Atomic uint64_t *)(d->base + d->g.off_head) + i;
+		d->ring.buf =
+		    d->base + d->g.off_ring + (uint64_t)i * d->g.ring_size;
+		d->ring.head =
+		    (_Atomic uint64_t *)(d->base + d->g.off_head) + i;
 		d->ring.size = d->g.ring_size;
 		/* A free slot was reset by its receiver: it starts at zero. */
 		pcori_shm_prod_init(&d->prod);
@@ -483,82 +380,6 @@ static int peer_claim(shm_port_t *p, shm_peer_t *d)
 		   "PCOR_SHM_PEERS",
 		   d->pid, d->g.nslots);
 	return PCOR_ERR_NOMEM;
-}
-
-/* Reset receive slot s of our segment for a future sender.  Progress. */
-static void rslot_reset(shm_port_t *p, uint32_t s)
-{
-	shm_rslot_t *rs = &p->rslots[s];
-	rs->peer = NULL;
-	rs->head = rs->published = rs->retry_ns = rs->parked_ns = 0;
-	rs->broken = false;
-	atomic_store_explicit(&rs->quiet, false, memory_order_relaxed);
-	atomic_store_explicit(&p->heads[s], 0, memory_order_relaxed);
-	pcori_shm_ring_t ring = {.buf = p->rings + (uint64_t)s * p->g.ring_size,
-				 .size = p->g.ring_size};
-	pcori_shm_ring_reset(&ring);
-	/* Release: the ring is empty before anyone can claim it. */
-	atomic_store_explicit(&p->owners[s], 0, memory_order_release);
-}
-
-static int drain(shm_port_t *p, uint32_t s);
-
-/*
- * Release peer d, which the directory reported gone.  Progress only.
- * What it wrote into its ring before it went is handed up first: its
- * last acks and message ends are valid, and the protocol is told of the
- * loss only after this (see on_member).
- */
-static void release_one(shm_port_t *p, shm_peer_t *d)
-{
-	pcori_lock(&d->tx_lock);
-	d->gone = true;
-	pcori_unlock(&d->tx_lock);
-	uint32_t hwm = PCORI_MIN(atomic_load(&p->hdr->hwm), p->g.nslots);
-	for (uint32_t s = 0; s < hwm; s++) {
-		shm_rslot_t *rs = &p->rslots[s];
-		if (rs->peer != d &&
-		    atomic_load(&p->owners[s]) != (uint64_t)d->pid + 1)
-			continue;
-		/* Bounded: at most a ring's worth of records. */
-		for (uint32_t k = 0; k <= p->g.ring_size / PCORI_SHM_LINE; k++)
-			if (rs->broken || !drain(p, s))
-				break;
-		rslot_reset(p, s);
-	}
-	if (d->base) {
-		munmap(d->base, d->size);
-		d->base = NULL;
-	}
-	atomic_store_explicit(&d->released, true, memory_order_release);
-	PCORI_INFO(PCORI_SUB_DISPATCH, "port %d (pcor-shm): process %d released",
-		   p->base.index, d->pid);
-}
-
-static int release_dead(shm_port_t *p)
-{
-	if (!atomic_load_explicit(&p->ndead, memory_order_acquire))
-		return 0;
-	int n = 0;
-	for (;;) {
-		/* Not under peers_lock: draining calls the protocol. */
-		shm_peer_t *d;
-		pcori_lock(&p->peers_lock);
-		for (d = p->peers; d; d = d->next)
-			if (atomic_load(&d->dead) && !atomic_load(&d->released))
-				break;
-		pcori_unlock(&p->peers_lock);
-		if (!d)
-			break;
-		release_one(p, d);
-		atomic_fetch_sub(&p->ndead, 1);
-		n++;
-	}
-	/* The cells it had not consumed come back. */
-	pcori_lock(&p->pool_lock);
-	pcori_shm_pool_sweep(&p->pool, true, peer_gone);
-	pcori_unlock(&p->pool_lock);
-	return n;
 }
 
 /* The directory's membership hook: note deaths; progress releases. */
@@ -581,7 +402,7 @@ static void release_before_loss(shm_port_t *p, shm_peer_t *d)
 	while (!atomic_load_explicit(&d->released, memory_order_acquire) &&
 	       pcori_now_ns() < end) {
 		if (pcori_trylock(&p->base.progress_lock)) {
-			release_dead(p);
+			shmp_release_dead(p);
 			pcori_unlock(&p->base.progress_lock);
 		} else {
 			sched_yield();
@@ -599,9 +420,9 @@ static void on_member(int pid, pcori_member_event_t ev, void *ctx)
 	if (p) {
 		pcori_lock(&p->peers_lock);
 		/* Made if unknown, so a slot it claimed here is reset too. */
-		shm_peer_t *d = peer_find(p, pid);
+		shm_peer_t *d = shmp_peer_find(p, pid);
 		if (!d)
-			d = peer_new(p, pid);
+			d = shmp_peer_new(p, pid);
 		if (d && !atomic_exchange(&d->dead, true))
 			atomic_fetch_add(&p->ndead, 1);
 		pcori_unlock(&p->peers_lock);
@@ -632,10 +453,10 @@ static void gather(uint8_t *dst, const struct iovec *iov, size_t niov)
 /* Take count cells, reclaiming consumed ones first.  pool_lock held. */
 static bool pool_take(shm_port_t *p, uint32_t count, uint32_t *first)
 {
-	pcori_shm_pool_sweep(&p->pool, false, peer_gone);
+	pcori_shm_pool_sweep(&p->pool, false, shmp_peer_gone);
 	if (pcori_shm_pool_alloc(&p->pool, count, first))
 		return true;
-	pcori_shm_pool_sweep(&p->pool, true, peer_gone);
+	pcori_shm_pool_sweep(&p->pool, true, shmp_peer_gone);
 	return pcori_shm_pool_alloc(&p->pool, count, first);
 }
 
@@ -648,9 +469,8 @@ static int ring_put(shm_port_t *p, shm_peer_t *d, uint32_t kind,
 	if (PCORI_UNLIKELY(d->gone || d->slot < 0)) {
 		rc = PCOR_ERR_PEER_LOST;
 	} else {
-		uint8_t *dst = pcori_shm_ring_reserve(&d->ring, &d->prod, kind,
-						      (uint32_t)len,
-						      (uint32_t)len);
+		uint8_t *dst = pcori_shm_ring_reserve(
+		    &d->ring, &d->prod, kind, (uint32_t)len, (uint32_t)len);
 		if (dst) {
 			gather(dst, iov, niov);
 			pcori_shm_ring_commit(&d->ring, &d->prod);
@@ -676,10 +496,9 @@ static int fast_put(shm_port_t *p, shm_peer_t *d, const pcori_shm_fast_t *f,
 	if (PCORI_UNLIKELY(d->gone || d->slot < 0)) {
 		rc = PCOR_ERR_PEER_LOST;
 	} else {
-		uint8_t *dst = pcori_shm_ring_reserve(&d->ring, &d->prod,
-						      PCORI_SHM_REC_FAST,
-						      (uint32_t)len,
-						      (uint32_t)len);
+		uint8_t *dst = pcori_shm_ring_reserve(
+		    &d->ring, &d->prod, PCORI_SHM_REC_FAST, (uint32_t)len,
+		    (uint32_t)len);
 		if (dst) {
 			memcpy(dst, f, sizeof(*f));
 			dst += sizeof(*f);
@@ -725,9 +544,8 @@ static int shm_post(shm_port_t *p, shm_peer_t *d, const struct iovec *iov,
 	if (PCORI_UNLIKELY(d->gone || d->slot < 0)) {
 		rc = PCOR_ERR_PEER_LOST;
 	} else {
-		uint8_t *dst = pcori_shm_ring_reserve(&d->ring, &d->prod,
-						      PCORI_SHM_REC_CELLS,
-						      (uint32_t)len, 8);
+		uint8_t *dst = pcori_shm_ring_reserve(
+		    &d->ring, &d->prod, PCORI_SHM_REC_CELLS, (uint32_t)len, 8);
 		if (dst) {
 			uint64_t run = (uint64_t)count << 32 | first;
 			__atomic_store_n((uint64_t *)(void *)dst, run,
@@ -784,12 +602,12 @@ static int shm_inject_hdr(pcori_port_t *bp, uint64_t dest,
 	shm_port_t *p = (shm_port_t *)bp;
 	shm_peer_t *d = (shm_peer_t *)(uintptr_t)dest;
 	const pcori_shm_fast_t f = {
-		.src_thid = (uint32_t)h->src_thid,
-		.dst_thid = (uint32_t)h->dst_thid,
-		.tag = h->tag,
-		.ctx = h->ctx,
-		.seq = h->seq,
-		.flags = h->flags,
+	    .src_thid = (uint32_t)h->src_thid,
+	    .dst_thid = (uint32_t)h->dst_thid,
+	    .tag = h->tag,
+	    .ctx = h->ctx,
+	    .seq = h->seq,
+	    .flags = h->flags,
 	};
 	bool ack = h->flags & PCORI_WF_HAS_ACK;
 	struct iovec iov[3] = {{(void *)&f, sizeof(f)},
@@ -806,56 +624,6 @@ static int shm_inject_hdr(pcori_port_t *bp, uint64_t dest,
 	return shm_post(p, d, iov, 3);
 }
 
-/*
- * Hand up a fast record from peer d: its header is rebuilt from the
- * compact fields and checked as pcori_wire_decode would check a frame's.
- * Returns what pcori_port_recv_hdr does, or -1 when the record is bad.
- */
-static int fast_recv(shm_port_t *p, const shm_peer_t *d,
-		     const pcori_shm_rec_t *rec)
-{
-	pcori_shm_fast_t f;
-	uint64_t cookie = 0;
-	size_t off = sizeof(f);
-	if (rec->len < off)
-		return -1;
-	memcpy(&f, rec->data, sizeof(f)); /* once: the peer may rewrite it */
-	if (f.flags & PCORI_WF_HAS_ACK) {
-		if (rec->len < off + 8)
-			return -1;
-		memcpy(&cookie, rec->data + off, 8);
-		off += 8;
-	}
-	uint32_t max = (uint32_t)pcori_rt.max_threads;
-	if (f.src_thid >= max || f.dst_thid >= max || f.tag < 0 ||
-	    (f.flags & ~(PCORI_WF_FAST | PCORI_WF_HAS_ACK)) ||
-	    !(f.flags & PCORI_WF_FAST))
-		return -1;
-	size_t dlen = rec->len - off;
-	const pcori_wire_hdr_t h = {
-		.version = PCORI_WIRE_VERSION,
-		.type = PCORI_W_DATA,
-		.flags = (uint8_t)f.flags,
-		.hops = PCORI_WIRE_MAX_HOPS,
-		.key_check = pcori_net.lim.key_check,
-		.src_pid = d->pid,
-		.src_thid = (int32_t)f.src_thid,
-		.dst_pid = pcori_rt.pid,
-		.dst_thid = (int32_t)f.dst_thid,
-		.tag = f.tag,
-		.ctx = f.ctx,
-		.seq = f.seq,
-		.frag_count = 1,
-		.frag_len = (uint32_t)dlen,
-		.total_size = dlen,
-		.cookie = cookie,
-	};
-	/* One fragment, as any fast message (a frame this long would not be). */
-	if (dlen > pcori_net.frag_size)
-		return -1;
-	return pcori_port_recv_hdr(&p->base, &h, rec->data + off);
-}
-
 /* Live receivers that have not consumed all we wrote to them. */
 static size_t shm_unsettled(pcori_port_t *bp)
 {
@@ -866,14 +634,14 @@ static size_t shm_unsettled(pcori_port_t *bp)
 		pcori_lock(&d->tx_lock);
 		if (!d->gone && d->slot >= 0 && !atomic_load(&d->dead) &&
 		    atomic_load_explicit(d->ring.head, memory_order_acquire) !=
-			    d->prod.tail)
+			d->prod.tail)
 			n++;
 		pcori_unlock(&d->tx_lock);
 	}
 	pcori_unlock(&p->peers_lock);
 	/* Cell runs a live receiver has not marked consumed. */
 	pcori_lock(&p->pool_lock);
-	pcori_shm_pool_sweep(&p->pool, true, peer_gone);
+	pcori_shm_pool_sweep(&p->pool, true, shmp_peer_gone);
 	n += p->pool.nfree != p->pool.ncells;
 	pcori_unlock(&p->pool_lock);
 	return n;
@@ -926,265 +694,6 @@ static void shm_unexpose(pcori_port_t *bp, void *reg)
 	(void)reg;
 }
 
-/* --------------------------------------------------------- progress */
-
-/* Resolve the sender of slot s.  false: not now. */
-static bool rslot_attach(shm_port_t *p, uint32_t s)
-{
-	shm_rslot_t *rs = &p->rslots[s];
-	if (rs->retry_ns && pcori_now_ns() < rs->retry_ns)
-		return false;
-	uint64_t owner = atomic_load_explicit(&p->owners[s],
-					      memory_order_acquire);
-	if (owner == 0 || owner > (uint64_t)INT32_MAX) {
-		rs->broken = true;
-		atomic_store_explicit(&rs->quiet, true, memory_order_relaxed);
-		return false;
-	}
-	int pid = (int)(owner - 1);
-	shm_addr_t a;
-	shm_peer_t *d = NULL;
-	int rc = peer_lookup(p, pid, &a);
-	if (!rc && a.pid != pid)
-		rc = PCOR_ERR_PROTO;
-	if (!rc)
-		rc = peer_get(p, &a, &d);
-	if (rc == PCOR_ERR_PEER_LOST) {
-		/*
-		 * It left while its messages waited.  What is in the ring is
-		 * still good (its last words may be there); cell runs in its
-		 * segment, which nobody can map any more, are not.
-		 */
-		pcori_lock(&p->peers_lock);
-		d = peer_find(p, pid);
-		if (!d)
-			d = peer_new(p, pid);
-		pcori_unlock(&p->peers_lock);
-		if (!d) {
-			rslot_reset(p, s);
-			return false;
-		}
-		rc = PCOR_OK;
-	}
-	if (rc) {
-		PCORI_WARN_ONCE(PCORI_SUB_DISPATCH,
-				"pcor-shm: cannot resolve the sender in slot "
-				"%u (process %d): %s; retrying",
-				s, pid, pcor_strerror(rc));
-		rs->retry_ns = pcori_now_ns() + SHM_RETRY_NS;
-		return false;
-	}
-	rs->retry_ns = 0;
-	rs->peer = d;
-	return true;
-}
-
-static void rslot_broken(shm_port_t *p, uint32_t s, const char *why)
-{
-	p->rslots[s].broken = true;
-	atomic_store_explicit(&p->rslots[s].quiet, true, memory_order_relaxed);
-	atomic_fetch_add_explicit(&p->base.st.bad_hdr, 1, memory_order_relaxed);
-	PCORI_WARN(PCORI_SUB_DISPATCH,
-		   "port %d (pcor-shm): ring of slot %u is malformed (%s): "
-		   "abandoned",
-		   p->base.index, s, why);
-}
-
-/* The record at the ring's head was refused for now: retry later. */
-static void park(shm_port_t *p, shm_rslot_t *rs)
-{
-	rs->parked_ns = pcori_now_ns() + SHM_PARK_NS;
-	atomic_store_explicit(&rs->quiet, true, memory_order_relaxed);
-	atomic_fetch_add_explicit(&p->base.st.parked, 1, memory_order_relaxed);
-}
-
-/* Hand the records of slot s up to the protocol.  Progress only. */
-static int drain(shm_port_t *p, uint32_t s)
-{
-	shm_rslot_t *rs = &p->rslots[s];
-	if (rs->broken || (!rs->peer && !rslot_attach(p, s)))
-		return 0;
-	shm_peer_t *d = rs->peer;
-	if (PCORI_UNLIKELY(rs->parked_ns)) {
-		if (pcori_now_ns() < rs->parked_ns)
-			return 0;
-		rs->parked_ns = 0;
-		atomic_store_explicit(&rs->quiet, false, memory_order_relaxed);
-	}
-	uint64_t head = rs->head;
-	pcori_shm_ring_t ring = {
-		.buf = p->rings + (uint64_t)s * p->g.ring_size,
-		.size = p->g.ring_size,
-	};
-	int n = 0;
-	while (n < SHM_DRAIN_BUDGET) {
-		pcori_shm_rec_t rec;
-		uint64_t next;
-		int got = pcori_shm_ring_next(&ring, head, &rec, &next);
-		if (got < 0) {
-			rslot_broken(p, s, "record");
-			break;
-		}
-		if (!got)
-			break;
-		if (rec.kind == PCORI_SHM_REC_WRAP) {
-			head = next;
-			continue;
-		}
-		if (rec.kind == PCORI_SHM_REC_FAST) {
-			int r = fast_recv(p, d, &rec);
-			if (r < 0) {
-				rslot_broken(p, s, "fast record");
-				break;
-			}
-			if (!r) {
-				/* No room for it yet: the ring waits. */
-				park(p, rs);
-				break;
-			}
-		} else if (rec.kind == PCORI_SHM_REC_INLINE) {
-			if (!pcori_port_recv(&p->base, rec.data, rec.len)) {
-				park(p, rs);
-				break;
-			}
-		} else {
-			const pcori_shm_geom_t *g = &d->g;
-			if (!d->base && atomic_load(&d->dead)) {
-				/* Its sender's segment is gone with it. */
-				PCORI_INFO(PCORI_SUB_DISPATCH,
-					   "pcor-shm: process %d left before "
-					   "a %u-byte message of its was read",
-					   d->pid, rec.len);
-				head = next;
-				n++;
-				continue;
-			}
-			if (!d->base || rec.first >= g->ncells ||
-			    rec.count == 0 || rec.count > g->ncells - rec.first ||
-			    rec.len > (uint64_t)rec.count * g->cell_size) {
-				rslot_broken(p, s, "cell run");
-				break;
-			}
-			if (!pcori_port_recv(&p->base,
-					     d->cells + (uint64_t)rec.first *
-								g->cell_size,
-					     rec.len)) {
-				park(p, rs);
-				break;
-			}
-			pcori_shm_mark_done(d->marks, rec.first);
-		}
-		head = next;
-		n++;
-		/* Give room back early when a lot was consumed. */
-		if (head - rs->published >= p->g.ring_size / 4) {
-			atomic_store_explicit(&p->heads[s], head,
-					      memory_order_release);
-			rs->published = head;
-		}
-	}
-	rs->head = head;
-	if (rs->published != head) {
-		atomic_store_explicit(&p->heads[s], head, memory_order_release);
-		rs->published = head;
-	}
-	return n;
-}
-
-static pcori_shm_ring_t ring_of(const shm_port_t *p, uint32_t s)
-{
-	return (pcori_shm_ring_t){
-		.buf = p->rings + (uint64_t)s * p->g.ring_size,
-		.size = p->g.ring_size,
-	};
-}
-
-/*
- * One look at the line at each ring's head: an idle ring's line stays
- * in our cache, so only rings with news cost a transfer.
- */
-static int scan(shm_port_t *p)
-{
-	uint32_t hwm = atomic_load_explicit(&p->hdr->hwm, memory_order_acquire);
-	hwm = PCORI_MIN(hwm, p->g.nslots);
-	int n = 0;
-	for (uint32_t s = 0; s < hwm; s++) {
-		const shm_rslot_t *rs = &p->rslots[s];
-		pcori_shm_ring_t ring = ring_of(p, s);
-		if (!rs->broken && pcori_shm_ring_ready(&ring, rs->head))
-			n += drain(p, s);
-	}
-	return n;
-}
-
-static int poll_once(shm_port_t *p)
-{
-	/* Tested here, not in the callees: most rounds find neither. */
-	int n = 0;
-	if (PCORI_UNLIKELY(atomic_load_explicit(&p->ndead,
-						memory_order_acquire)))
-		n += release_dead(p);
-	if (atomic_load_explicit(&p->cq_ready, memory_order_acquire))
-		n += cq_drain(p);
-	return n + scan(p);
-}
-
-static int shm_progress(pcori_port_t *bp, int timeout_ms)
-{
-	shm_port_t *p = (shm_port_t *)bp;
-	PCORI_ASSERT_LOCKED(&bp->progress_lock);
-	int n = poll_once(p);
-	if (n || timeout_ms <= 0)
-		return n;
-	bp->ops->wait(bp, timeout_ms, NULL, 0);
-	return poll_once(p);
-}
-
-/*
- * Anything for a sleeper?  Read by any thread, without the progress
- * lock: looks for a record at the heads published by whoever drained
- * last (a ring being drained just now counts as work).
- */
-static bool arrivals(shm_port_t *p, bool *quiet_p)
-{
-	if (atomic_load(&p->cq_ready) || atomic_load(&p->ndead) ||
-	    atomic_load(&p->base.stop))
-		return true;
-	uint32_t hwm = PCORI_MIN(atomic_load(&p->hdr->hwm), p->g.nslots);
-	for (uint32_t s = 0; s < hwm; s++) {
-		pcori_shm_ring_t ring = ring_of(p, s);
-		uint64_t h = atomic_load(&p->heads[s]);
-		if (h % PCORI_SHM_LINE || !pcori_shm_ring_ready(&ring, h))
-			continue;
-		/* Parked or broken: retried on a timer, not woken for. */
-		if (!atomic_load_explicit(&p->rslots[s].quiet,
-					  memory_order_relaxed))
-			return true;
-		*quiet_p = true;
-	}
-	return false;
-}
-
-static void shm_wait(pcori_port_t *bp, int timeout_ms, _Atomic uint32_t *word,
-		     uint32_t value)
-{
-	shm_port_t *p = (shm_port_t *)bp;
-	/* Say so first (seq_cst): a sender then sees it, or we see its data. */
-	atomic_fetch_add_explicit(&p->hdr->sleeping, 1, memory_order_seq_cst);
-	uint32_t w = atomic_load_explicit(&p->hdr->wake, memory_order_seq_cst);
-	bool quiet = false;
-	if (!arrivals(p, &quiet) && (!word || atomic_load(word) == value))
-		futex_wait_shared(&p->hdr->wake, w, quiet ? 1 : timeout_ms);
-	atomic_fetch_sub_explicit(&p->hdr->sleeping, 1, memory_order_seq_cst);
-}
-
-static void shm_signal(pcori_port_t *bp)
-{
-	shm_port_t *p = (shm_port_t *)bp;
-	atomic_fetch_add_explicit(&p->hdr->wake, 1, memory_order_seq_cst);
-	futex_wake_shared(&p->hdr->wake);
-}
-
 /* ------------------------------------------------------ addressing */
 
 static int shm_insert_addr(pcori_port_t *bp, const pcori_port_info_t *peer,
@@ -1198,7 +707,7 @@ static int shm_insert_addr(pcori_port_t *bp, const pcori_port_info_t *peer,
 	if (a.pid == pcori_rt.pid)
 		return PCOR_ERR_INVAL;
 	shm_peer_t *d;
-	rc = peer_get(p, &a, &d);
+	rc = shmp_peer_get(p, &a, &d);
 	if (rc)
 		return rc;
 	pcori_lock(&d->tx_lock);
@@ -1241,19 +750,19 @@ static void shm_close(pcori_port_t *bp)
 }
 
 static const pcori_port_ops_t shm_ops = {
-	.kind = SHM_PROVIDER,
-	.insert_addr = shm_insert_addr,
-	.sendv = shm_sendv,
-	.inject = shm_inject,
-	.inject_hdr = shm_inject_hdr,
-	.read = shm_read,
-	.expose = shm_expose,
-	.unexpose = shm_unexpose,
-	.progress = shm_progress,
-	.signal = shm_signal,
-	.wait = shm_wait,
-	.unsettled = shm_unsettled,
-	.close = shm_close,
+    .kind = SHM_PROVIDER,
+    .insert_addr = shm_insert_addr,
+    .sendv = shm_sendv,
+    .inject = shm_inject,
+    .inject_hdr = shm_inject_hdr,
+    .read = shm_read,
+    .expose = shm_expose,
+    .unexpose = shm_unexpose,
+    .progress = shmp_progress,
+    .signal = shmp_signal,
+    .wait = shmp_wait,
+    .unsettled = shm_unsettled,
+    .close = shm_close,
 };
 
 /* Is cross-memory attach possible at all?  (Peers are probed later.) */
@@ -1285,8 +794,7 @@ static bool cma_startup_check(void)
 	}
 	/* Seccomp or a kernel without it. */
 	uint64_t src = PCORI_SHM_MAGIC, dst = 0;
-	if (cma_copy(getpid(), &dst, (uint64_t)(uintptr_t)&src,
-		     sizeof(dst)) ||
+	if (cma_copy(getpid(), &dst, (uint64_t)(uintptr_t)&src, sizeof(dst)) ||
 	    dst != src) {
 		PCORI_INFO(PCORI_SUB_DISPATCH,
 			   "pcor-shm: process_vm_readv unavailable; large "
@@ -1313,10 +821,10 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	const char *step = "geometry";
 
 	pcori_shm_geom_t g = {
-		.nslots = (uint32_t)cfg->shm_peers,
-		.ring_size = (uint32_t)cfg->shm_ring_size,
-		.cell_size = (uint32_t)cfg->shm_cell_size,
-		.ncells = (uint32_t)cfg->shm_cells,
+	    .nslots = (uint32_t)cfg->shm_peers,
+	    .ring_size = (uint32_t)cfg->shm_ring_size,
+	    .cell_size = (uint32_t)cfg->shm_cell_size,
+	    .ncells = (uint32_t)cfg->shm_cells,
 	};
 	/* Room for two of the largest fragments, whatever the knobs say. */
 	uint64_t fragmax = PCORI_WIRE_HDR_SIZE + pcori_net.frag_size;
@@ -1344,8 +852,8 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
 		goto err_errno;
 	step = "mmap";
-	void *m = mmap(NULL, g.size, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd,
-		       0);
+	void *m =
+	    mmap(NULL, g.size, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
 	if (m == MAP_FAILED)
 		goto err_errno;
 	p->seg = m;
@@ -1387,13 +895,13 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	network_of(info->network, sizeof(info->network));
 	info->link_class = PCORI_LINK_SHM;
 	shm_addr_t a = {
-		.magic = PCORI_SHM_ADDR_MAGIC,
-		.nonce = p->nonce,
-		.size = g.size,
-		.pid = pcori_rt.pid,
-		.ospid = getpid(),
-		.fd = p->fd,
-		.version = PCORI_SHM_VERSION,
+	    .magic = PCORI_SHM_ADDR_MAGIC,
+	    .nonce = p->nonce,
+	    .size = g.size,
+	    .pid = pcori_rt.pid,
+	    .ospid = getpid(),
+	    .fd = p->fd,
+	    .version = PCORI_SHM_VERSION,
 	};
 	memcpy(info->addr, &a, sizeof(a));
 	info->addrlen = sizeof(a);

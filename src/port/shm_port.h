@@ -1,0 +1,142 @@
+/*
+ * shm_port.h -- the pcor-shm port's own objects, shared by its two files:
+ * shm.c (segment, peers, sends, single copy, life cycle) and shm_rx.c
+ * (receive slots, draining rings, progress and sleeping in the port).
+ * The lock order is in shm.c's design notes.
+ */
+#ifndef PCOR_PORT_SHM_PORT_H
+#define PCOR_PORT_SHM_PORT_H
+
+#include "../dispatch/dispatch.h"
+#include "shm.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define SHM_PROVIDER	 "pcor-shm"
+#define SHM_KEY_SALT	 0x9e3779b97f4a7c15ull
+#define SHM_CQ_MAX	 4096	 /* completions queued at once */
+#define SHM_DRAIN_BUDGET 64	 /* records per ring per progress call */
+#define SHM_RETRY_NS	 1000000 /* retry an unresolvable sender after */
+#define SHM_PARK_NS	 100000	 /* retry a refused fast message after */
+
+typedef struct shm_port shm_port_t;
+
+typedef pcori_shm_addr_t shm_addr_t;
+
+/* Another local process: its segment, and our ring in it. */
+typedef struct shm_peer {
+	int pid;
+	pid_t ospid;
+	uint64_t nonce;
+	/* Written once under peers_lock before the peer is handed out. */
+	uint8_t *base;
+	size_t size;
+	pcori_shm_geom_t g; /* checked copy of its geometry */
+	pcori_shm_hdr_t *hdr;
+	_Atomic uint32_t *marks; /* its cell pool, for what it sends us */
+	uint8_t *cells;
+	/* Guards slot, ring, prod and gone. */
+	pcori_lock_t tx_lock;
+	int slot; /* ours in its segment; -1 none yet */
+	pcori_shm_ring_t ring;
+	pcori_shm_prod_t prod;
+	bool gone;	       /* released: sends fail, mapping is gone */
+	_Atomic bool dead;     /* the directory says it left */
+	_Atomic bool released; /* its resources are let go of */
+	struct shm_peer *next; /* in the port's list (peers_lock) */
+} shm_peer_t;
+
+/* One receive slot of our segment, as progress sees it (progress only). */
+typedef struct shm_rslot {
+	shm_peer_t *peer;   /* its sender, once resolved */
+	uint64_t head;	    /* total-out, private copy */
+	uint64_t published; /* head last stored in shared memory */
+	uint64_t retry_ns;  /* unresolvable sender: try again then */
+	uint64_t parked_ns; /* head record refused for now: retry then */
+	bool broken;	    /* malformed: abandoned until reset */
+	/* broken or parked: sleepers need not be woken for it (any thread) */
+	_Atomic bool quiet;
+} shm_rslot_t;
+
+typedef struct shm_cqe {
+	pcori_ctx_t *ctx;
+	int32_t status;
+} shm_cqe_t;
+
+struct shm_port {
+	pcori_port_t base;
+	int fd;
+	uint8_t *seg;
+	pcori_shm_hdr_t *hdr;
+	pcori_shm_geom_t g;
+	_Atomic uint64_t *owners, *heads;
+	uint8_t *rings, *cells;
+	shm_rslot_t *rslots;
+	uint64_t nonce, key;
+	uint32_t inline_max;
+	/* The send cell pool. */
+	pcori_lock_t pool_lock; /* guards pool */
+	pcori_shm_pool_t pool;
+	/* Completions of sendv, reported by progress. */
+	pcori_lock_t cq_lock; /* guards cq, ncq */
+	shm_cqe_t *cq, *cq_spare;
+	size_t ncq;
+	_Atomic uint32_t cq_used;  /* reserved or queued (bounds ncq) */
+	_Atomic uint32_t cq_ready; /* queued, not yet reported */
+	/* Peers. */
+	pcori_lock_t peers_lock; /* guards peers */
+	shm_peer_t *peers;
+	_Atomic int ndead; /* dead peers not yet released */
+	bool cma_warned;
+};
+
+/* --------------------------------------------------------- futexes */
+
+/* The wake word lives in shared memory: no FUTEX_PRIVATE_FLAG. */
+static inline void futex_wait_shared(_Atomic uint32_t *w, uint32_t v,
+				     int timeout_ms)
+{
+	struct timespec ts = {timeout_ms / 1000,
+			      (timeout_ms % 1000) * 1000000L};
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT, v, &ts, NULL, 0);
+}
+
+static inline void futex_wake_shared(_Atomic uint32_t *w)
+{
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+/*
+ * Wake a receiver that said it sleeps (after a seq_cst publication): its
+ * dispatcher, or the application thread that sleeps there in its place.
+ */
+static inline void wake_if_sleeping(pcori_shm_hdr_t *h)
+{
+	if (PCORI_UNLIKELY(
+		atomic_load_explicit(&h->sleeping, memory_order_seq_cst))) {
+		atomic_fetch_add_explicit(&h->wake, 1, memory_order_seq_cst);
+		futex_wake_shared(&h->wake);
+	}
+}
+
+/* shm.c */
+int shmp_cq_drain(shm_port_t *p);
+bool shmp_peer_gone(const void *owner);
+/* Under peers_lock. */
+shm_peer_t *shmp_peer_find(shm_port_t *p, int pid);
+shm_peer_t *shmp_peer_new(shm_port_t *p, int pid);
+int shmp_peer_get(shm_port_t *p, const shm_addr_t *a, shm_peer_t **d_p);
+int shmp_peer_lookup(shm_port_t *p, int pid, shm_addr_t *a);
+
+/* shm_rx.c (progress: the port's progress lock held) */
+void shmp_rslot_reset(shm_port_t *p, uint32_t s);
+int shmp_drain(shm_port_t *p, uint32_t s);
+int shmp_release_dead(shm_port_t *p);
+int shmp_progress(pcori_port_t *bp, int timeout_ms);
+void shmp_wait(pcori_port_t *bp, int timeout_ms, _Atomic uint32_t *word,
+	       uint32_t value);
+void shmp_signal(pcori_port_t *bp);
+
+#endif /* PCOR_PORT_SHM_PORT_H */

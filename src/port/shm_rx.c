@@ -1,0 +1,396 @@
+/*
+ * shm_rx.c -- the pcor-shm port's receiving side: resolving the sender
+ * of each receive slot, draining rings (compact fast records, inline
+ * frames, cell runs), parking a ring whose head the protocol cannot take
+ * yet, releasing departed peers, progress, and sleeping in the port
+ * (waiters and the dispatcher) until a sender wakes it.
+ */
+#include "shm_port.h"
+
+#include <sys/mman.h>
+
+/* Reset receive slot s of our segment for a future sender.  Progress. */
+void shmp_rslot_reset(shm_port_t *p, uint32_t s)
+{
+	shm_rslot_t *rs = &p->rslots[s];
+	rs->peer = NULL;
+	rs->head = rs->published = rs->retry_ns = rs->parked_ns = 0;
+	rs->broken = false;
+	atomic_store_explicit(&rs->quiet, false, memory_order_relaxed);
+	atomic_store_explicit(&p->heads[s], 0, memory_order_relaxed);
+	pcori_shm_ring_t ring = {.buf = p->rings + (uint64_t)s * p->g.ring_size,
+				 .size = p->g.ring_size};
+	pcori_shm_ring_reset(&ring);
+	/* Release: the ring is empty before anyone can claim it. */
+	atomic_store_explicit(&p->owners[s], 0, memory_order_release);
+}
+
+/*
+ * Release peer d, which the directory reported gone.  Progress only.
+ * What it wrote into its ring before it went is handed up first: its
+ * last acks and message ends are valid, and the protocol is told of the
+ * loss only after this (see on_member).
+ */
+static void release_one(shm_port_t *p, shm_peer_t *d)
+{
+	pcori_lock(&d->tx_lock);
+	d->gone = true;
+	pcori_unlock(&d->tx_lock);
+	uint32_t hwm = PCORI_MIN(atomic_load(&p->hdr->hwm), p->g.nslots);
+	for (uint32_t s = 0; s < hwm; s++) {
+		shm_rslot_t *rs = &p->rslots[s];
+		if (rs->peer != d &&
+		    atomic_load(&p->owners[s]) != (uint64_t)d->pid + 1)
+			continue;
+		/* Bounded: at most a ring's worth of records. */
+		for (uint32_t k = 0; k <= p->g.ring_size / PCORI_SHM_LINE; k++)
+			if (rs->broken || !shmp_drain(p, s))
+				break;
+		shmp_rslot_reset(p, s);
+	}
+	if (d->base) {
+		munmap(d->base, d->size);
+		d->base = NULL;
+	}
+	atomic_store_explicit(&d->released, true, memory_order_release);
+	PCORI_INFO(PCORI_SUB_DISPATCH,
+		   "port %d (pcor-shm): process %d released", p->base.index,
+		   d->pid);
+}
+
+int shmp_release_dead(shm_port_t *p)
+{
+	if (!atomic_load_explicit(&p->ndead, memory_order_acquire))
+		return 0;
+	int n = 0;
+	for (;;) {
+		/* Not under peers_lock: draining calls the protocol. */
+		shm_peer_t *d;
+		pcori_lock(&p->peers_lock);
+		for (d = p->peers; d; d = d->next)
+			if (atomic_load(&d->dead) && !atomic_load(&d->released))
+				break;
+		pcori_unlock(&p->peers_lock);
+		if (!d)
+			break;
+		release_one(p, d);
+		atomic_fetch_sub(&p->ndead, 1);
+		n++;
+	}
+	/* The cells it had not consumed come back. */
+	pcori_lock(&p->pool_lock);
+	pcori_shm_pool_sweep(&p->pool, true, shmp_peer_gone);
+	pcori_unlock(&p->pool_lock);
+	return n;
+}
+
+/*
+ * Hand up a fast record from peer d: its header is rebuilt from the
+ * compact fields and checked as pcori_wire_decode would check a frame's.
+ * Returns what pcori_port_recv_hdr does, or -1 when the record is bad.
+ */
+static int fast_recv(shm_port_t *p, const shm_peer_t *d,
+		     const pcori_shm_rec_t *rec)
+{
+	pcori_shm_fast_t f;
+	uint64_t cookie = 0;
+	size_t off = sizeof(f);
+	if (rec->len < off)
+		return -1;
+	memcpy(&f, rec->data, sizeof(f)); /* once: the peer may rewrite it */
+	if (f.flags & PCORI_WF_HAS_ACK) {
+		if (rec->len < off + 8)
+			return -1;
+		memcpy(&cookie, rec->data + off, 8);
+		off += 8;
+	}
+	uint32_t max = (uint32_t)pcori_rt.max_threads;
+	if (f.src_thid >= max || f.dst_thid >= max || f.tag < 0 ||
+	    (f.flags & ~(PCORI_WF_FAST | PCORI_WF_HAS_ACK)) ||
+	    !(f.flags & PCORI_WF_FAST))
+		return -1;
+	size_t dlen = rec->len - off;
+	const pcori_wire_hdr_t h = {
+	    .version = PCORI_WIRE_VERSION,
+	    .type = PCORI_W_DATA,
+	    .flags = (uint8_t)f.flags,
+	    .hops = PCORI_WIRE_MAX_HOPS,
+	    .key_check = pcori_net.lim.key_check,
+	    .src_pid = d->pid,
+	    .src_thid = (int32_t)f.src_thid,
+	    .dst_pid = pcori_rt.pid,
+	    .dst_thid = (int32_t)f.dst_thid,
+	    .tag = f.tag,
+	    .ctx = f.ctx,
+	    .seq = f.seq,
+	    .frag_count = 1,
+	    .frag_len = (uint32_t)dlen,
+	    .total_size = dlen,
+	    .cookie = cookie,
+	};
+	/* One fragment, as any fast message (a frame this long would not be).
+	 */
+	if (dlen > pcori_net.frag_size)
+		return -1;
+	return pcori_port_recv_hdr(&p->base, &h, rec->data + off);
+}
+
+/* --------------------------------------------------------- progress */
+
+/* Resolve the sender of slot s.  false: not now. */
+static bool rslot_attach(shm_port_t *p, uint32_t s)
+{
+	shm_rslot_t *rs = &p->rslots[s];
+	if (rs->retry_ns && pcori_now_ns() < rs->retry_ns)
+		return false;
+	uint64_t owner =
+	    atomic_load_explicit(&p->owners[s], memory_order_acquire);
+	if (owner == 0 || owner > (uint64_t)INT32_MAX) {
+		rs->broken = true;
+		atomic_store_explicit(&rs->quiet, true, memory_order_relaxed);
+		return false;
+	}
+	int pid = (int)(owner - 1);
+	shm_addr_t a;
+	shm_peer_t *d = NULL;
+	int rc = shmp_peer_lookup(p, pid, &a);
+	if (!rc && a.pid != pid)
+		rc = PCOR_ERR_PROTO;
+	if (!rc)
+		rc = shmp_peer_get(p, &a, &d);
+	if (rc == PCOR_ERR_PEER_LOST) {
+		/*
+		 * It left while its messages waited.  What is in the ring is
+		 * still good (its last words may be there); cell runs in its
+		 * segment, which nobody can map any more, are not.
+		 */
+		pcori_lock(&p->peers_lock);
+		d = shmp_peer_find(p, pid);
+		if (!d)
+			d = shmp_peer_new(p, pid);
+		pcori_unlock(&p->peers_lock);
+		if (!d) {
+			shmp_rslot_reset(p, s);
+			return false;
+		}
+		rc = PCOR_OK;
+	}
+	if (rc) {
+		PCORI_WARN_ONCE(PCORI_SUB_DISPATCH,
+				"pcor-shm: cannot resolve the sender in slot "
+				"%u (process %d): %s; retrying",
+				s, pid, pcor_strerror(rc));
+		rs->retry_ns = pcori_now_ns() + SHM_RETRY_NS;
+		return false;
+	}
+	rs->retry_ns = 0;
+	rs->peer = d;
+	return true;
+}
+
+static void rslot_broken(shm_port_t *p, uint32_t s, const char *why)
+{
+	p->rslots[s].broken = true;
+	atomic_store_explicit(&p->rslots[s].quiet, true, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->base.st.bad_hdr, 1, memory_order_relaxed);
+	PCORI_WARN(PCORI_SUB_DISPATCH,
+		   "port %d (pcor-shm): ring of slot %u is malformed (%s): "
+		   "abandoned",
+		   p->base.index, s, why);
+}
+
+/* The record at the ring's head was refused for now: retry later. */
+static void park(shm_port_t *p, shm_rslot_t *rs)
+{
+	rs->parked_ns = pcori_now_ns() + SHM_PARK_NS;
+	atomic_store_explicit(&rs->quiet, true, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->base.st.parked, 1, memory_order_relaxed);
+}
+
+/* Hand the records of slot s up to the protocol.  Progress only. */
+int shmp_drain(shm_port_t *p, uint32_t s)
+{
+	shm_rslot_t *rs = &p->rslots[s];
+	if (rs->broken || (!rs->peer && !rslot_attach(p, s)))
+		return 0;
+	shm_peer_t *d = rs->peer;
+	if (PCORI_UNLIKELY(rs->parked_ns)) {
+		if (pcori_now_ns() < rs->parked_ns)
+			return 0;
+		rs->parked_ns = 0;
+		atomic_store_explicit(&rs->quiet, false, memory_order_relaxed);
+	}
+	uint64_t head = rs->head;
+	pcori_shm_ring_t ring = {
+	    .buf = p->rings + (uint64_t)s * p->g.ring_size,
+	    .size = p->g.ring_size,
+	};
+	int n = 0;
+	while (n < SHM_DRAIN_BUDGET) {
+		pcori_shm_rec_t rec;
+		uint64_t next;
+		int got = pcori_shm_ring_next(&ring, head, &rec, &next);
+		if (got < 0) {
+			rslot_broken(p, s, "record");
+			break;
+		}
+		if (!got)
+			break;
+		if (rec.kind == PCORI_SHM_REC_WRAP) {
+			head = next;
+			continue;
+		}
+		if (rec.kind == PCORI_SHM_REC_FAST) {
+			int r = fast_recv(p, d, &rec);
+			if (r < 0) {
+				rslot_broken(p, s, "fast record");
+				break;
+			}
+			if (!r) {
+				/* No room for it yet: the ring waits. */
+				park(p, rs);
+				break;
+			}
+		} else if (rec.kind == PCORI_SHM_REC_INLINE) {
+			if (!pcori_port_recv(&p->base, rec.data, rec.len)) {
+				park(p, rs);
+				break;
+			}
+		} else {
+			const pcori_shm_geom_t *g = &d->g;
+			if (!d->base && atomic_load(&d->dead)) {
+				/* Its sender's segment is gone with it. */
+				PCORI_INFO(PCORI_SUB_DISPATCH,
+					   "pcor-shm: process %d left before "
+					   "a %u-byte message of its was read",
+					   d->pid, rec.len);
+				head = next;
+				n++;
+				continue;
+			}
+			if (!d->base || rec.first >= g->ncells ||
+			    rec.count == 0 ||
+			    rec.count > g->ncells - rec.first ||
+			    rec.len > (uint64_t)rec.count * g->cell_size) {
+				rslot_broken(p, s, "cell run");
+				break;
+			}
+			if (!pcori_port_recv(&p->base,
+					     d->cells + (uint64_t)rec.first *
+							    g->cell_size,
+					     rec.len)) {
+				park(p, rs);
+				break;
+			}
+			pcori_shm_mark_done(d->marks, rec.first);
+		}
+		head = next;
+		n++;
+		/* Give room back early when a lot was consumed. */
+		if (head - rs->published >= p->g.ring_size / 4) {
+			atomic_store_explicit(&p->heads[s], head,
+					      memory_order_release);
+			rs->published = head;
+		}
+	}
+	rs->head = head;
+	if (rs->published != head) {
+		atomic_store_explicit(&p->heads[s], head, memory_order_release);
+		rs->published = head;
+	}
+	return n;
+}
+
+static pcori_shm_ring_t ring_of(const shm_port_t *p, uint32_t s)
+{
+	return (pcori_shm_ring_t){
+	    .buf = p->rings + (uint64_t)s * p->g.ring_size,
+	    .size = p->g.ring_size,
+	};
+}
+
+/*
+ * One look at the line at each ring's head: an idle ring's line stays
+ * in our cache, so only rings with news cost a transfer.
+ */
+static int scan(shm_port_t *p)
+{
+	uint32_t hwm = atomic_load_explicit(&p->hdr->hwm, memory_order_acquire);
+	hwm = PCORI_MIN(hwm, p->g.nslots);
+	int n = 0;
+	for (uint32_t s = 0; s < hwm; s++) {
+		const shm_rslot_t *rs = &p->rslots[s];
+		pcori_shm_ring_t ring = ring_of(p, s);
+		if (!rs->broken && pcori_shm_ring_ready(&ring, rs->head))
+			n += shmp_drain(p, s);
+	}
+	return n;
+}
+
+static int poll_once(shm_port_t *p)
+{
+	/* Tested here, not in the callees: most rounds find neither. */
+	int n = 0;
+	if (PCORI_UNLIKELY(
+		atomic_load_explicit(&p->ndead, memory_order_acquire)))
+		n += shmp_release_dead(p);
+	if (atomic_load_explicit(&p->cq_ready, memory_order_acquire))
+		n += shmp_cq_drain(p);
+	return n + scan(p);
+}
+
+int shmp_progress(pcori_port_t *bp, int timeout_ms)
+{
+	shm_port_t *p = (shm_port_t *)bp;
+	PCORI_ASSERT_LOCKED(&bp->progress_lock);
+	int n = poll_once(p);
+	if (n || timeout_ms <= 0)
+		return n;
+	bp->ops->wait(bp, timeout_ms, NULL, 0);
+	return poll_once(p);
+}
+
+/*
+ * Anything for a sleeper?  Read by any thread, without the progress
+ * lock: looks for a record at the heads published by whoever drained
+ * last (a ring being drained just now counts as work).
+ */
+static bool arrivals(shm_port_t *p, bool *quiet_p)
+{
+	if (atomic_load(&p->cq_ready) || atomic_load(&p->ndead) ||
+	    atomic_load(&p->base.stop))
+		return true;
+	uint32_t hwm = PCORI_MIN(atomic_load(&p->hdr->hwm), p->g.nslots);
+	for (uint32_t s = 0; s < hwm; s++) {
+		pcori_shm_ring_t ring = ring_of(p, s);
+		uint64_t h = atomic_load(&p->heads[s]);
+		if (h % PCORI_SHM_LINE || !pcori_shm_ring_ready(&ring, h))
+			continue;
+		/* Parked or broken: retried on a timer, not woken for. */
+		if (!atomic_load_explicit(&p->rslots[s].quiet,
+					  memory_order_relaxed))
+			return true;
+		*quiet_p = true;
+	}
+	return false;
+}
+
+void shmp_wait(pcori_port_t *bp, int timeout_ms, _Atomic uint32_t *word,
+	       uint32_t value)
+{
+	shm_port_t *p = (shm_port_t *)bp;
+	/* Say so first (seq_cst): a sender then sees it, or we see its data. */
+	atomic_fetch_add_explicit(&p->hdr->sleeping, 1, memory_order_seq_cst);
+	uint32_t w = atomic_load_explicit(&p->hdr->wake, memory_order_seq_cst);
+	bool quiet = false;
+	if (!arrivals(p, &quiet) && (!word || atomic_load(word) == value))
+		futex_wait_shared(&p->hdr->wake, w, quiet ? 1 : timeout_ms);
+	atomic_fetch_sub_explicit(&p->hdr->sleeping, 1, memory_order_seq_cst);
+}
+
+void shmp_signal(pcori_port_t *bp)
+{
+	shm_port_t *p = (shm_port_t *)bp;
+	atomic_fetch_add_explicit(&p->hdr->wake, 1, memory_order_seq_cst);
+	futex_wake_shared(&p->hdr->wake);
+}
