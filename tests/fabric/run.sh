@@ -60,6 +60,8 @@ flood)	# the receiver must have held the sender back: refused (and the
 		{ echo "FAIL: flood caused no refusal (pool not exhausted?)"; exit 1; } ;;
 kill)	grep -q "process 1 .* killed by signal 9" "$tmp/err" ||
 		{ echo "FAIL: pcorrun did not report the death"; exit 1; } ;;
+budget)	# what budget_app measured, for the log
+	grep -hE "\] (round|sender|receiver)" "$tmp/out" ;;
 esac
 if [ "$prov" = pcor-shm ]; then
 	# Every process opened its segment, and none survives the job: no
