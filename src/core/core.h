@@ -297,9 +297,11 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	  "under two-way load; 0: leave rxd's default")                        \
 	X(SEND_BYTES, send_bytes, SIZE, "64m", 0, (1LL << 46),                 \
 	  "bytes held at once per process for messages to other processes "   \
-	  "until they are acknowledged: copies plus about 400 bytes of "       \
-	  "record per message (a sendDMA counts its record only); past it a "  \
-	  "send waits PCOR_BACKPRESSURE_MS, then returns PCOR_ERR_AGAIN")      \
+	  "until they are acknowledged: copies plus a record of 412 bytes "    \
+	  "per small message, 4.5 KiB per rendezvous (a sendDMA counts its "   \
+	  "record only; one copy larger than the budget may go past it); "     \
+	  "past it a send waits PCOR_BACKPRESSURE_MS, then returns "           \
+	  "PCOR_ERR_AGAIN")                                                    \
 	X(SHM_CELLS, shm_cells, INT, "256", 1, 65536,                          \
 	  "pcor-shm: cells in each process's send pool (medium messages)")     \
 	X(SHM_CELL_SIZE, shm_cell_size, SIZE, "8k", 1024, 16 << 20,            \

@@ -281,6 +281,7 @@ typedef struct pcori_txmsg {
 #define PCORI_TXM_SENT 0x20u     /* posted at least once */
 #define PCORI_TXM_DEAD 0x40u     /* peer lost: only completions remain */
 #define PCORI_TXM_BUILT 0x80u    /* rendezvous request bytes are ready */
+#define PCORI_TXM_OVERSIZE 0x100u /* its data alone exceeds the budget */
 
 /* Per (local thread -> peer process): ordering, acks, retransmission. */
 struct pcori_txstream {
@@ -469,6 +470,8 @@ typedef struct pcori_net {
 		alignas(PCORI_CACHELINE) _Atomic int64_t held;
 		int64_t max;
 		_Atomic int waiters;   /* senders waiting for room */
+		/* A message past the budget is held (one at a time). */
+		_Atomic bool oversize;
 		_Atomic uint32_t word; /* bumped on a release while waiters */
 		_Atomic uint64_t refused; /* sends that returned AGAIN */
 	} txb;
