@@ -278,11 +278,20 @@ typedef struct pcor_msginfo {
  * tag must be >= 0.  Messages between one sender thread and one receiver
  * thread are matched in the order they were sent.
  *
+ * Memory.  Until a message to another process is accepted, the sending
+ * process holds it: its copy of the data plus a record (412 bytes for a
+ * message of one fragment, 4.5 KiB for a rendezvous).  All such messages
+ * together are bounded by PCOR_SEND_BYTES (64 MiB); a send that does not
+ * fit waits, making progress, until acceptances free room.  A message
+ * larger than the whole budget is let past it, one at a time.  Fast-path
+ * messages hold nothing.
+ *
  * Returns PCOR_OK and *h_p; PCOR_ERR_BADPID, PCOR_ERR_BADTHID,
  * PCOR_ERR_BADTAG, PCOR_ERR_BADSIZE, PCOR_ERR_BADBUF, PCOR_ERR_INVAL
  * (h_p NULL), PCOR_ERR_NOTATTACHED; PCOR_ERR_AGAIN when the receiver's
- * message pool stayed full for PCOR_BACKPRESSURE_MS (nothing was sent;
- * retry).
+ * message pool (same process) or this process's send budget (another
+ * process) stayed full for PCOR_BACKPRESSURE_MS: nothing was sent, no
+ * handle was made; retry, ideally after receiving what peers sent.
  */
 PCOR_API int pcor_send_copy(int pid, int thid, int tag, const void *buf,
 			    size_t len, pcor_handle_t *h_p);
@@ -294,7 +303,8 @@ PCOR_API int pcor_send_copy(int pid, int thid, int tag, const void *buf,
  * it.  Without PCOR_SEND_HANDOVER the buffer stays the sender's and must
  * not change until the handle completes (when the data has been taken).
  * With it, ownership passes to pcor at once (see PCOR_SEND_HANDOVER) and
- * the handle completes as for pcor_send_copy.
+ * the handle completes as for pcor_send_copy.  Either way only the
+ * message's record counts against PCOR_SEND_BYTES, not its data.
  *
  * Returns as pcor_send_copy, plus PCOR_ERR_NOTDMA and PCOR_ERR_INVAL
  * (unknown flags).
@@ -621,11 +631,14 @@ PCOR_API int pcor_spawn_near(int pid, const char *const *hosts,
  * (> 0) or a negative status.
  */
 
-/* pcor_send_copy(trgt_pid, trgt_thid, tag, data, size). */
+/*
+ * pcor_send_copy(trgt_pid, trgt_thid, tag, data, size); PCOR_ERR_AGAIN
+ * and the send budget as there.
+ */
 PCOR_API int sendCopy(int trgt_pid, int trgt_thid, int tag, void *data,
 		      int size);
 
-/* pcor_send_dma(trgt_pid, trgt_thid, tag, data, size, 0). */
+/* pcor_send_dma(trgt_pid, trgt_thid, tag, data, size, 0); likewise. */
 PCOR_API int sendDMA(int trgt_pid, int trgt_thid, int tag, void *data,
 		     int size);
 

@@ -216,8 +216,9 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(AUTH_TIMEOUT_MS, auth_timeout_ms, INT, "2000", 10, 600000,           \
 	  "time a control connection has to authenticate and say hello")       \
 	X(BACKPRESSURE_MS, backpressure_ms, INT, "1000", 0, 3600000,           \
-	  "how long a send waits for room in a full receiver pool before "     \
-	  "returning PCOR_ERR_AGAIN")                                          \
+	  "how long a send waits for room in a full receiver pool, or in "    \
+	  "this process's send budget (PCOR_SEND_BYTES), before returning "    \
+	  "PCOR_ERR_AGAIN")                                                    \
 	X(BLOCK_POLL_NS, block_poll_ns, INT, "50000", 1000, 999999999,         \
 	  "a blocked dispatcher of a port without a wait descriptor (shm, "    \
 	  "udp) polls this often (ns)")                                        \
@@ -305,6 +306,13 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	  "udp;ofi_rxd: packets in flight per peer (sets "                    \
 	  "FI_OFI_RXD_MAX_UNACKED unless that is set); rxd's own 128 stalls "  \
 	  "under two-way load; 0: leave rxd's default")                        \
+	X(SEND_BYTES, send_bytes, SIZE, "64m", 0, (1LL << 46),                 \
+	  "bytes held at once per process for messages to other processes "   \
+	  "until they are acknowledged: copies plus a record of 412 bytes "    \
+	  "per small message, 4.5 KiB per rendezvous (a sendDMA counts its "   \
+	  "record only; one copy larger than the budget may go past it); "     \
+	  "past it a send waits PCOR_BACKPRESSURE_MS, then returns "           \
+	  "PCOR_ERR_AGAIN")                                                    \
 	X(SHM_CELLS, shm_cells, INT, "256", 1, 65536,                          \
 	  "pcor-shm: cells in each process's send pool (medium messages)")     \
 	X(SHM_CELL_SIZE, shm_cell_size, SIZE, "8k", 1024, 16 << 20,            \

@@ -272,6 +272,7 @@ typedef struct pcori_txmsg {
 	uint32_t sfrag, send;  /* streamed rendezvous: fragments to post */
 	uint32_t cts_w;        /* streamed rendezvous: last window asked */
 	pcori_list_t slink;    /* in the stream's list of such messages */
+	size_t held;           /* send budget it holds (pcori_tx_cost) */
 } pcori_txmsg_t;
 
 #define PCORI_TXM_RNDV 0x01u     /* rendezvous */
@@ -282,6 +283,7 @@ typedef struct pcori_txmsg {
 #define PCORI_TXM_SENT 0x20u     /* posted at least once */
 #define PCORI_TXM_DEAD 0x40u     /* peer lost: only completions remain */
 #define PCORI_TXM_BUILT 0x80u    /* rendezvous request bytes are ready */
+#define PCORI_TXM_OVERSIZE 0x100u /* its data alone exceeds the budget */
 
 /* Per (local thread -> peer process): ordering, acks, retransmission. */
 struct pcori_txstream {
@@ -463,6 +465,22 @@ typedef struct pcori_net {
 	_Atomic bool routes_stale;
 	_Atomic uint64_t routes_retry_ns; /* partial table: rebuild after */
 	void *retired_routes;
+	/*
+	 * The send budget (PCOR_SEND_BYTES, proto.c): bytes held for
+	 * messages to other processes, charged by the send call and given
+	 * back when the message's record is freed.  On a line of its own:
+	 * full-path senders and ack handlers write it, while every sender
+	 * reads the fields above.
+	 */
+	struct {
+		alignas(PCORI_CACHELINE) _Atomic int64_t held;
+		int64_t max;
+		_Atomic int waiters;   /* senders waiting for room */
+		/* A message past the budget is held (one at a time). */
+		_Atomic bool oversize;
+		_Atomic uint32_t word; /* bumped on a release while waiters */
+		_Atomic uint64_t refused; /* sends that returned AGAIN */
+	} txb;
 } pcori_net_t;
 
 extern pcori_net_t pcori_net;
@@ -530,6 +548,12 @@ void pcori_peers_bye(void);
 /* No control message or ack is queued or on its way to a port. */
 bool pcori_ctl_drained(void);
 
+/*
+ * Bytes of the send budget a message of len bytes holds on the full path
+ * (its record, headers and request, plus the data when pcor copies it:
+ * copy true).  The fast path holds none.
+ */
+size_t pcori_tx_cost(bool copy, size_t len);
 /* Send to another process (arguments validated by the caller). */
 int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 		      uint32_t ctx, const void *buf, size_t len,
@@ -582,5 +606,14 @@ int pcori_progress(void);
 /* Waiting in finalize: this thread polls every port (see drive ops). */
 void pcori_drive_begin(pcori_req_t *r);
 void pcori_drive_end(uint64_t now);
+/*
+ * Wait until try_fn(arg) returns true or the clock passes deadline (ns),
+ * making progress meanwhile as a waiter in pcor_handle_test does: poll
+ * every port for PCOR_SPIN_NS, then sleep on *word, which whoever may
+ * have made try_fn succeed bumps and wakes (looking again every
+ * millisecond regardless).  Returns try_fn's last answer.  No lock held.
+ */
+bool pcori_drive_until(bool (*try_fn)(void *), void *arg,
+		       _Atomic uint32_t *word, uint64_t deadline);
 
 #endif /* PCOR_DISPATCH_H */

@@ -241,6 +241,46 @@ static void drive_word_sleep(int delta)
 	}
 }
 
+#define UNTIL_SLICE_NS 1000000 /* pcori_drive_until looks again after */
+
+bool pcori_drive_until(bool (*try_fn)(void *), void *arg,
+		       _Atomic uint32_t *word, uint64_t deadline)
+{
+	uint64_t now = pcori_now_ns();
+	uint64_t spin_end = now + (uint64_t)pcori_rt.cfg.spin_ns;
+	if (spin_end > deadline)
+		spin_end = deadline;
+	bool ok = false;
+	/* Spin on every port: what we wait for may come through any. */
+	pcori_drive_begin(NULL);
+	for (unsigned i = 1; !(ok = try_fn(arg)); i++) {
+		drive_poll(NULL);
+		if ((i & 15) == 0) {
+			if (pcori_now_ns() >= spin_end)
+				break;
+			sched_yield(); /* the peer may wait for this CPU */
+		}
+	}
+	pcori_drive_end(0);
+	while (!ok) {
+		uint32_t w = atomic_load(word);
+		if ((ok = try_fn(arg)))
+			break;
+		now = pcori_now_ns();
+		if (now >= deadline)
+			break;
+		/* Peers must not wait for an ack of ours while we sleep. */
+		pcori_acks_flush(true);
+		drive_word_sleep(1);
+		pcori_futex_wait(word, w,
+				 (int64_t)PCORI_MIN(deadline - now,
+						    (uint64_t)UNTIL_SLICE_NS));
+		drive_word_sleep(-1);
+		pcori_progress();
+	}
+	return ok;
+}
+
 static const pcori_drive_ops_t drive_ops = {
 	.begin = pcori_drive_begin,
 	.poll = drive_poll,
@@ -420,6 +460,7 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 				 PCORI_FRAG_WINDOW * n->frag_size);
 	/* One fragment: a fast message is one frame. */
 	n->fast_max = PCORI_MIN(n->eager_max, n->frag_size);
+	n->txb.max = cfg->send_bytes;
 	n->spin_ns = cfg->dispatch_spin_ns;
 	n->lim.key_check = boot->key_check;
 	n->lim.max_threads = pcori_rt.max_threads;

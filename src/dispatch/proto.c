@@ -28,6 +28,15 @@
  *    straight into the receive's buffer, or -- with no remote reads on
  *    the path -- asks for windows of 32 fragments (CTS) and acknowledges
  *    each; FIN ends it.
+ *  - Send budget.  A message on the full path is charged against
+ *    PCOR_SEND_BYTES from the send call until its record is freed (what
+ *    counts: pcori_tx_cost).  One that does not fit waits up to
+ *    PCOR_BACKPRESSURE_MS, driving progress (acks free records), then
+ *    fails with PCOR_ERR_AGAIN before it takes a sequence number: nothing
+ *    of it was sent.  Fast-path messages keep nothing and are not charged.
+ *    A copy larger than the whole budget could never fit: one such at a
+ *    time is let past it, charged for its record only, so the memory
+ *    held stays below the budget plus the largest message.
  *  - Every request touched here is completed outside the stream and
  *    queue locks, through a small list of deferred actions.
  */
@@ -299,6 +308,112 @@ static void recv_finish(pcori_req_t *r, const pcori_mkey_t *k, size_t size,
 	defer(d, D_COMPLETE, r, status, NULL);
 }
 
+/* ------------------------------------------------------- send budget */
+
+/*
+ * What counts: from the send call until its record is freed (the message
+ * acknowledged -- for a rendezvous, its data taken -- and every fabric
+ * completion in), a message to another process holds its record, its
+ * headers and its request slot, plus its data when pcor copied it (an
+ * eager sendCopy, in the record's allocation; a rendezvous sendCopy, in
+ * DMA memory).  A sendDMA's data is the caller's memory, handed over or
+ * not, and is not counted.  The fast path keeps nothing: once the call
+ * returns the bytes are in the port's channel, whose memory is fixed.
+ * Not counted either: control messages (acks, FIN, spawn requests),
+ * frames a gateway forwards (FWD_QUEUE_MAX bounds those) and what a
+ * libfabric provider buffers of a message once it took it.
+ */
+/* Header room of a message's record (after the pcori_txmsg_t). */
+static size_t tx_hdr_bytes(size_t len)
+{
+	/* Rendezvous: the request's bytes, then two banks of a window. */
+	if (len > pcori_net.eager_max)
+		return RTS_ROOM + 2 * PCORI_FRAG_WINDOW * PCORI_WIRE_HDR_SIZE;
+	return pcori_frag_count(len, pcori_net.frag_size) *
+	       PCORI_WIRE_HDR_SIZE;
+}
+
+size_t pcori_tx_cost(bool copy, size_t len)
+{
+	return sizeof(pcori_txmsg_t) + tx_hdr_bytes(len) +
+	       sizeof(pcori_req_t) + (copy ? len : 0);
+}
+
+static void txb_put(size_t n)
+{
+	/* seq_cst, then the waiters: see pcori_drive_until's word. */
+	atomic_fetch_sub(&pcori_net.txb.held, (int64_t)n);
+	if (atomic_load(&pcori_net.txb.waiters)) {
+		atomic_fetch_add(&pcori_net.txb.word, 1);
+		pcori_futex_wake(&pcori_net.txb.word, INT_MAX);
+	}
+}
+
+static void txb_oversize_put(void)
+{
+	atomic_store(&pcori_net.txb.oversize, false);
+	if (atomic_load(&pcori_net.txb.waiters)) {
+		atomic_fetch_add(&pcori_net.txb.word, 1);
+		pcori_futex_wake(&pcori_net.txb.word, INT_MAX);
+	}
+}
+
+typedef struct txb_ask {
+	size_t n;      /* bytes to charge */
+	bool oversize; /* and the one place for data past the budget */
+} txb_ask_t;
+
+/*
+ * Take what a (a txb_ask_t) asks for if it fits -- or if nothing at all
+ * is held, so that even a budget smaller than a record lets one go.
+ */
+static bool txb_try(void *a)
+{
+	const txb_ask_t *ask = a;
+	if (ask->oversize &&
+	    atomic_exchange(&pcori_net.txb.oversize, true))
+		return false;
+	int64_t n = (int64_t)ask->n;
+	int64_t was = atomic_fetch_add(&pcori_net.txb.held, n);
+	if (was <= 0 || was + n <= pcori_net.txb.max)
+		return true;
+	txb_put(ask->n);
+	if (ask->oversize)
+		txb_oversize_put();
+	return false;
+}
+
+/*
+ * Charge n bytes (and take the oversize place if asked), waiting up to
+ * PCOR_BACKPRESSURE_MS for room, driving progress meanwhile: acks free
+ * records.  PCOR_OK or PCOR_ERR_AGAIN.  No lock held.
+ */
+static int txb_take(size_t n, bool oversize)
+{
+	txb_ask_t ask = {n, oversize};
+	if (PCORI_LIKELY(txb_try(&ask)))
+		return PCOR_OK;
+	uint64_t wait = (uint64_t)pcori_rt.cfg.backpressure_ms * 1000000u;
+	bool ok = false;
+	if (wait) {
+		atomic_fetch_add(&pcori_net.txb.waiters, 1);
+		ok = pcori_drive_until(txb_try, &ask, &pcori_net.txb.word,
+				       pcori_now_ns() + wait);
+		atomic_fetch_sub(&pcori_net.txb.waiters, 1);
+	}
+	if (ok)
+		return PCOR_OK;
+	if (atomic_fetch_add_explicit(&pcori_net.txb.refused, 1,
+				      memory_order_relaxed) == 0)
+		PCORI_INFO(PCORI_SUB_DISPATCH,
+			   "send budget: %lld of %lld bytes held, a message "
+			   "needing %zu more refused with PCOR_ERR_AGAIN "
+			   "(first time; PCOR_SEND_BYTES)",
+			   (long long)atomic_load(&pcori_net.txb.held),
+			   (long long)pcori_net.txb.max, n);
+	return PCOR_ERR_AGAIN;
+}
+
 /* --------------------------------------------------------- send side */
 
 static void txm_free(pcori_txmsg_t *m)
@@ -311,7 +426,14 @@ static void txm_free(pcori_txmsg_t *m)
 		p->ops->unexpose(p, m->reg);
 	if (m->flags & PCORI_TXM_OWNDMA)
 		pcori_dma_free(m->data);
+	size_t held = m->held;
+	bool oversize = m->flags & PCORI_TXM_OVERSIZE;
 	free(m);
+	/* After the memory went: what the budget admits next is on top. */
+	if (held)
+		txb_put(held);
+	if (oversize)
+		txb_oversize_put();
 }
 
 /* Done with m?  Stream lock held.  Unlinks it; caller frees after unlock. */
@@ -718,15 +840,31 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 	const bool copy = kind == PCORI_REQ_SEND_COPY;
 	const bool rndv = len > pcori_net.eager_max;
 	uint32_t nfrags = pcori_frag_count(len, pcori_net.frag_size);
-	/* Rendezvous: the request's bytes, then two banks of a window. */
-	size_t hbytes = rndv ? RTS_ROOM + 2 * PCORI_FRAG_WINDOW *
-						  PCORI_WIRE_HDR_SIZE
-			     : nfrags * PCORI_WIRE_HDR_SIZE;
+	size_t hbytes = tx_hdr_bytes(len);
 	size_t inline_copy = copy && !rndv ? len : 0;
+	/*
+	 * Charged before anything is allocated: a refusal sends nothing.  A
+	 * copy that alone exceeds the budget would never fit: one such at a
+	 * time goes past it, charged for its record only.
+	 */
+	size_t cost = pcori_tx_cost(copy, len);
+	bool oversize = copy && cost > (uint64_t)pcori_net.txb.max;
+	if (oversize)
+		cost -= len;
+	rc = txb_take(cost, oversize);
+	if (rc)
+		return rc;
 	pcori_txmsg_t *m = malloc(sizeof(*m) + hbytes + inline_copy);
-	if (!m)
+	if (!m) {
+		txb_put(cost);
+		if (oversize)
+			txb_oversize_put();
 		return PCOR_ERR_NOMEM;
+	}
 	memset(m, 0, sizeof(*m));
+	m->held = cost;
+	if (oversize)
+		m->flags |= PCORI_TXM_OVERSIZE;
 	m->ctx.kind = PCORI_CTX_TX;
 	m->ts = ts;
 	m->dst_thid = thid;
@@ -753,7 +891,8 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 		/* A rendezvous copy must be readable: DMA memory. */
 		rc = pcori_dma_alloc(len, &m->data);
 		if (rc) {
-			free(m);
+			m->data = NULL;
+			txm_free(m); /* gives back its budget and busy port */
 			return rc == PCOR_ERR_BADSIZE ? rc : PCOR_ERR_NOMEM;
 		}
 		if (len) /* an empty message may come from NULL */

@@ -65,6 +65,8 @@ stall)	# the data path's bound said why, and no process was taken for dead
 		"$tmp/err" || { echo "FAIL: the bound did not speak"; exit 1; }
 	grep -qE "declaring it lost|peer [0-9]+ lost" "$tmp/err" &&
 		{ echo "FAIL: a live peer was declared lost"; exit 1; } ;;
+budget)	# what budget_app measured, for the log
+	grep -hE "\] (round|sender|receiver)" "$tmp/out" ;;
 esac
 if [ "$prov" = pcor-shm ]; then
 	# Every process opened its segment, and none survives the job: no
