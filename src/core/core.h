@@ -292,10 +292,10 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(PMIX, pmix, STRING, "auto", 0, 0,                                    \
 	  "bootstrap through PMIx: auto (when a PMIx server started us), on, " \
 	  "off")                                                               \
-	X(PROVIDERS, providers, STRING, "pcor-shm,tcp;ofi_rxm", 0, 0,          \
+	X(PROVIDERS, providers, STRING, "pcor-shm,net", 0, 0,                  \
 	  "comma-separated port kinds to open, in order of preference: "      \
 	  "pcor-shm (pcor's shared memory, same host) or libfabric providers " \
-	  "(shm, tcp;ofi_rxm, verbs;ofi_rxm...)")                              \
+	  "(net, shm, tcp;ofi_rxm, verbs;ofi_rxm...)")                         \
 	X(RNDV, rndv, STRING, "read", 0, 0,                                    \
 	  "rendezvous data movement: read (remote read where the provider "    \
 	  "can) or stream (windows of fragments)")                             \

@@ -261,10 +261,13 @@ witness)
 		fail "process 0 should have failed to join"
 	[ "$(count 'unreach: process 0 declared lost')" -eq 2 ] ||
 		fail "the survivors did not see process 0 lost"
-	[ "$(grep -c 'asking process [12] whether it still hears process 0' "$tmp/err")" -ge 2 ] ||
-		fail "the survivors did not ask a witness"
-	[ "$(grep -c 'process 0 is gone (witness: ' "$tmp/err")" -ge 2 ] ||
-		fail "the survivors did not decide on the witness's answer"
+	# A survivor whose own connection to the other is not up yet when
+	# its suspicion ripens has nobody to ask and decides alone: at least
+	# one asks.
+	[ "$(grep -c 'asking process [12] whether it still hears process 0' "$tmp/err")" -ge 1 ] ||
+		fail "no survivor asked a witness"
+	[ "$(grep -c 'process 0 is gone (witness: ' "$tmp/err")" -ge 1 ] ||
+		fail "no survivor decided on the witness's answer"
 	no_leftovers
 	;;
 badkey)

@@ -226,7 +226,7 @@ static void test_init_refuses(void)
 	CHECK(setenv("PCOR_MCB_POOL", "", 1) == 0);
 	CHECK(setenv("PCOR_DISPATCH", "", 1) == 0);
 	CHECK_OK(pcor_init(NULL, NULL));
-	CHECK(!strcmp(pcori_rt.cfg.providers, "pcor-shm,tcp;ofi_rxm"));
+	CHECK(!strcmp(pcori_rt.cfg.providers, "pcor-shm,net"));
 	CHECK(pcori_rt.cfg.mcb_pool == 65536);
 	CHECK(pcor_max_threads() == 77);
 	CHECK(pcori_rt.cfg.frag_size == 2 << 20);
