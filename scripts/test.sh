@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run every pcor test: install what is missing, build, then run
-#   - the release build: all suites;
+#   - the release build: all suites (the 5-minute soak only here);
 #   - an AddressSanitizer build and a ThreadSanitizer build: the unit,
 #     integration and stress suites;
 #   - the libFuzzer targets (clang), each for a bounded time.
