@@ -48,6 +48,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
+# Leaks inside libraries we use, never ours (sanitizer builds).
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$(cd "$(dirname "$0")" && pwd)/lsan.supp"
+
 fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$tmp/out" 2>/dev/null
 	echo "--- stderr"; cat "$tmp/err" 2>/dev/null; exit 1; }
 skip() { echo "SKIP: $*"; exit 77; }
@@ -173,9 +176,6 @@ mpirun)
 	"$app" has-pmix ||
 		skip "pcor was built without PMIx (libpmix-dev missing at configure time)"
 	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-	# libpmix keeps a few bytes for good; sanitizer builds would object.
-	supp="$(cd "$(dirname "$0")" && pwd)/lsan.supp"
-	export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$supp"
 	unset PCOR_JOB_SIZE PCOR_JOB_PID PCOR_JOB_KEY PCOR_AGENT_ADDR
 	if ! timeout 60 mpirun --oversubscribe -n 1 true >"$tmp/out" 2>&1; then
 		skip "mpirun cannot start a PMIx server here: $(head -c 300 "$tmp/out")"
@@ -247,8 +247,6 @@ witness)
 	"$app" has-pmix ||
 		skip "pcor was built without PMIx (libpmix-dev missing at configure time)"
 	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-	supp="$(cd "$(dirname "$0")" && pwd)/lsan.supp"
-	export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$supp"
 	unset PCOR_JOB_SIZE PCOR_JOB_PID PCOR_JOB_KEY PCOR_AGENT_ADDR
 	PCOR_FAULT_CONNECT_TO=0 PCOR_LOG_LEVEL=info PCOR_JOIN_TIMEOUT_MS=8000 \
 		run_job 0 120 mpirun --oversubscribe -n 3 \
