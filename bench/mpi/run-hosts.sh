@@ -47,13 +47,13 @@ printf '#!/bin/sh\nh=$1; shift\nexec ip netns exec "$h" sh -c "$*"\n' \
 	>"$tmp/nsrsh"
 chmod +x "$tmp/nsrsh"
 
-"$build/tools/pcorcc" -O2 -o "$tmp/mb.pcor" "$src" -lm
+"$build/tools/pcorcc" -O2 -o "$tmp/mb.pcor" "$src" -lm -pthread
 impls=(pcor)
 if command -v mpicc.openmpi >/dev/null; then
-	mpicc.openmpi -O2 -o "$tmp/mb.ompi" "$src" -lm && impls+=(ompi)
+	mpicc.openmpi -O2 -o "$tmp/mb.ompi" "$src" -lm -pthread && impls+=(ompi)
 fi
 if command -v mpicc.mpich >/dev/null; then
-	mpicc.mpich -O2 -o "$tmp/mb.mpich" "$src" -lm && impls+=(mpich)
+	mpicc.mpich -O2 -o "$tmp/mb.mpich" "$src" -lm -pthread && impls+=(mpich)
 fi
 
 run() { # IMPL TEST: rows of mpi_bench's CSV, prefixed with IMPL

@@ -17,7 +17,7 @@ src=$(cd "$(dirname "$0")" && pwd)/mpi_bench.c
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 NP_COLL=${NP_COLL:-4}
-tests="latency bw bibw bcast reduce allreduce allgather alltoall barrier"
+tests="latency latency_mt bw bibw bcast reduce allreduce allgather alltoall barrier"
 
 if [ $smoke = 1 ]; then
 	args=(--max-size 4096 --iters 20 --warmup 2)
@@ -30,7 +30,7 @@ run_impl() {
 	local name=$1; shift
 	for t in $tests; do
 		local np=$NP_COLL
-		case $t in latency|bw|bibw) np=2 ;; esac
+		case $t in latency|latency_mt|bw|bibw) np=2 ;; esac
 		if [ $smoke = 1 ]; then np=2; fi
 		timeout -k 5 300 "$@" -n "$np" "$tmp/$name" "$t" "${args[@]}" \
 			>"$tmp/out" 2>"$tmp/err" ||
@@ -40,7 +40,7 @@ run_impl() {
 }
 
 echo "impl,test,size,value,unit" >"$tmp/all.csv"
-"$build/tools/pcorcc" -O2 -o "$tmp/pcor" "$src" || exit 1
+"$build/tools/pcorcc" -O2 -o "$tmp/pcor" "$src" -pthread || exit 1
 run_impl pcor "$build/tools/pcorrun" >>"$tmp/all.csv" || exit 1
 if [ $smoke = 1 ]; then
 	n=$(grep -c '^pcor,' "$tmp/all.csv")
@@ -50,14 +50,14 @@ if [ $smoke = 1 ]; then
 fi
 if command -v mpicc.openmpi >/dev/null && command -v mpirun.openmpi >/dev/null
 then
-	mpicc.openmpi -O2 -o "$tmp/openmpi" "$src" &&
+	mpicc.openmpi -O2 -o "$tmp/openmpi" "$src" -pthread &&
 		OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
 		run_impl openmpi mpirun.openmpi --oversubscribe \
 			--mca btl self,vader >>"$tmp/all.csv"
 fi
 if command -v mpicc.mpich >/dev/null && command -v mpiexec.mpich >/dev/null
 then
-	mpicc.mpich -O2 -o "$tmp/mpich" "$src" &&
+	mpicc.mpich -O2 -o "$tmp/mpich" "$src" -pthread &&
 		run_impl mpich mpiexec.mpich >>"$tmp/all.csv"
 fi
 cat "$tmp/all.csv"
