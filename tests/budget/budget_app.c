@@ -51,10 +51,11 @@
 #define SEC 1000000000ull
 #define ALLOWANCE (16 * MiB)
 #define OFI_ALLOWANCE (48 * MiB)
-#if defined(__SANITIZE_ADDRESS__)
+/* Sanitizers keep freed memory and shadow it: resident size says little. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define RSS_CHECKED 0
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define RSS_CHECKED 0
 #endif
 #endif
