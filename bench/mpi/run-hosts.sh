@@ -3,7 +3,9 @@
 # ranks on 2 emulated hosts (two network namespaces on a bridge, 2 ranks
 # each), for pcor's MPI shim (pcorrun) next to Open MPI (mpirun, tcp
 # between the hosts, vader inside) and MPICH (mpiexec), interleaved per
-# test over REPS rounds (3).  Needs root (ip netns).  Prints CSV
+# test over REPS rounds (3).  A launch that fails says so on stderr
+# (MPICH's hydra did not start its ranks through the namespace wrapper
+# here).  Needs root (ip netns).  Prints CSV
 # (impl,test,size,value,unit) and a table of medians.
 set -u
 build=$(cd "${1:-build}" && pwd)
@@ -77,8 +79,9 @@ run() { # IMPL TEST: rows of mpi_bench's CSV, prefixed with IMPL
 			-launcher rsh -launcher-exec "$tmp/nsrsh" -iface eth0) ;;
 	esac
 	ip netns exec "$ctl" timeout -k 5 300 "${cmd[@]}" "$tmp/mb.$1" "$2" \
-		--max-size 65536 --iters "$ITERS" --warmup 50 2>"$tmp/err" |
-		grep -E "^$2,[0-9]+,[0-9.]+," | sed "s/^/$1,/" ||
+		--max-size 65536 --iters "$ITERS" --warmup 50 \
+		>"$tmp/out" 2>"$tmp/err"
+	grep -E "^$2,[0-9]+,[0-9.]+," "$tmp/out" | sed "s/^/$1,/" ||
 		{ echo "$1 $2 failed:" >&2; tail -n 5 "$tmp/err" >&2; }
 }
 
