@@ -32,38 +32,15 @@ if command -v mpicc.openmpi >/dev/null; then
 fi
 
 # Emulated hosts: two namespaces on a bridge in a third.
-namespaces=()
-cleanup() {
-	for ns in "${namespaces[@]}"; do
-		ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
-		ip netns del "$ns" 2>/dev/null
-	done
-}
-trap cleanup EXIT
+. "$here/netns.sh"
+trap netns_down EXIT
 trap 'exit 1' INT TERM
-hosts=""
-if [ "$(id -u)" = 0 ] && command -v ip >/dev/null; then
-	tag="tcpb$$" net="10.216.$(($$ % 250 + 1))"
-	ctl=${tag}c
-	if ip netns add "$ctl" 2>/dev/null; then
-		namespaces+=("$ctl")
-		ip -n "$ctl" link set lo up
-		ip -n "$ctl" link add br0 type bridge
-		ip -n "$ctl" addr add "$net.1/24" dev br0
-		ip -n "$ctl" link set br0 up
-		for i in 1 2; do
-			ns=${tag}h$i
-			ip netns add "$ns"
-			namespaces+=("$ns")
-			ip -n "$ns" link set lo up
-			ip -n "$ctl" link add "v$i" type veth peer name eth0 netns "$ns"
-			ip -n "$ctl" link set "v$i" master br0 up
-			ip -n "$ns" addr add "$net.$((i + 1))/24" dev eth0
-			ip -n "$ns" link set eth0 up
-			hosts="${hosts:+$hosts,}$ns"
-		done
-		agent=$net.1
-	fi
+hostlist=""
+if [ "$(id -u)" = 0 ] && command -v ip >/dev/null &&
+	netns_up "tcpb$$" "10.216.$(($$ % 250 + 1))" 2; then
+	hostlist="${hosts[0]},${hosts[1]}"
+else
+	netns_down
 fi
 
 # one PLACEMENT LABEL [VAR=VALUE...]: pcor_lat, its rows labelled.
@@ -72,7 +49,7 @@ one() {
 	shift 2
 	local cmd=("$pcorrun" -n 2)
 	if [ "$where" = hosts ]; then
-		cmd=(ip netns exec "$ctl" "$pcorrun" -n 2 -H "$hosts"
+		cmd=(ip netns exec "$ctl" "$pcorrun" -n 2 -H "$hostlist"
 			--rsh "ip netns exec %h" --agent-if "$agent")
 	fi
 	env "$@" timeout 120 "${cmd[@]}" "$build/bench/pcor_lat" -m "$SIZES" \
@@ -86,7 +63,7 @@ ompi() { # PLACEMENT
 		# One orted per namespace, started through ip netns exec (its
 		# command comes as one shell string, as for ssh).
 		ip netns exec "$ctl" timeout 120 mpirun.openmpi -n 2 \
-			--host "${hosts/,/:1,}:1" \
+			--host "${hosts[0]}:1,${hosts[1]}:1" \
 			--mca plm_rsh_agent "$OUT/nsrsh" --mca routed direct \
 			--mca btl self,tcp --mca btl_tcp_if_include eth0 \
 			--mca oob_tcp_if_include eth0,br0 --bind-to core \
@@ -105,7 +82,7 @@ ompi() { # PLACEMENT
 echo "load: $(uptime)"
 for rep in $(seq 1 "$REPS"); do
 	echo "== repetition $rep of $REPS" >&2
-	for where in loopback ${hosts:+hosts}; do
+	for where in loopback ${hostlist:+hosts}; do
 		ompi "$where"
 		for prov in net 'tcp;ofi_rxm'; do
 			for mode in adaptive poll; do

@@ -33,38 +33,13 @@ fi
 # Every run is bounded: a hang fails the benchmark instead of stalling it.
 t() { timeout -k 5 300 "$@"; }
 
-namespaces=()
-cleanup() {
-	for ns in "${namespaces[@]}"; do
-		ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
-		ip netns del "$ns" 2>/dev/null
-	done
-}
-trap cleanup EXIT
+. "$(dirname "$0")/../netns.sh"
+trap netns_down EXIT
 trap 'exit 1' INT TERM
-# hosts_up N: N namespaces on a bridge in a control namespace; sets
-# hostlist, ctl and agent (the launcher's address on the bridge).
+# hosts_up N: N emulated hosts; sets hostlist, ctl and agent.
 hosts_up() {
-	local tag="mvb$$" i ns net="10.215.$(( $$ % 250 + 1 ))"
-	ctl="${tag}ctl" agent="$net.1" hostlist=""
-	ip netns add "$ctl" 2>/dev/null || return 1
-	namespaces+=("$ctl")
-	ip -n "$ctl" link set lo up
-	ip -n "$ctl" link add br0 type bridge || return 1
-	ip -n "$ctl" addr add "$agent/24" dev br0
-	ip -n "$ctl" link set br0 up
-	for i in $(seq 1 "$1"); do
-		ns="${tag}h$i"
-		ip netns add "$ns" || return 1
-		namespaces+=("$ns")
-		ip -n "$ns" link set lo up
-		ip -n "$ctl" link add "v$i" type veth peer name eth0 netns "$ns" ||
-			return 1
-		ip -n "$ctl" link set "v$i" master br0 up
-		ip -n "$ns" addr add "$net.$((i + 1))/24" dev eth0
-		ip -n "$ns" link set eth0 up
-		hostlist="${hostlist:+$hostlist,}$ns"
-	done
+	netns_up "mvb$$" "10.215.$(($$ % 250 + 1))" "$1" || return 1
+	hostlist=$(IFS=,; echo "${hosts[*]}")
 }
 
 csv=$out/fig5.csv
@@ -94,8 +69,7 @@ if [ "${NETNS:-0}" = 1 ] && command -v ip >/dev/null && hosts_up $((maxd + 1)); 
 			--csv "$raw" >/dev/null
 		add cloader-netns $d "$raw"
 	done
-	cleanup
-	namespaces=()
+	netns_down
 elif [ "${NETNS:-0}" = 1 ]; then
 	echo "fig5: no network namespaces here; NETNS rows skipped" >&2
 fi

@@ -12,38 +12,14 @@ build=$(cd "${1:-build}" && pwd)
 REPS=${REPS:-3} ITERS=${ITERS:-1000}
 src=$(cd "$(dirname "$0")" && pwd)/mpi_bench.c
 tmp=$(mktemp -d)
-namespaces=()
-cleanup() {
-	for ns in "${namespaces[@]}"; do
-		ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
-		ip netns del "$ns" 2>/dev/null
-	done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/../netns.sh"
+trap 'netns_down; rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for v in $(env | sed -n 's/^\(PCOR_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
 
-tag="mpih$$" net="10.217.$(($$ % 250 + 1))" ctl="mpih$$c"
-ip netns add "$ctl" || { echo "needs root (ip netns)"; exit 77; }
-namespaces+=("$ctl")
-ip -n "$ctl" link set lo up
-ip -n "$ctl" link add br0 type bridge
-ip -n "$ctl" addr add "$net.1/24" dev br0
-ip -n "$ctl" link set br0 up
-hosts=()
-for i in 1 2; do
-	ns=${tag}h$i
-	ip netns add "$ns"
-	namespaces+=("$ns")
-	ip -n "$ns" link set lo up
-	ip -n "$ctl" link add "v$i" type veth peer name eth0 netns "$ns"
-	ip -n "$ctl" link set "v$i" master br0 up
-	ip -n "$ns" addr add "$net.$((i + 1))/24" dev eth0
-	ip -n "$ns" link set eth0 up
-	hosts+=("$ns")
-done
+net="10.217.$(($$ % 250 + 1))"
+netns_up "mpih$$" "$net" 2 || { echo "needs root (ip netns)"; exit 77; }
 # Launchers run a command on a "host" as a shell string, as ssh does.
 printf '#!/bin/sh\nh=$1; shift\nexec ip netns exec "$h" sh -c "$*"\n' \
 	>"$tmp/nsrsh"

@@ -460,27 +460,46 @@ static bool pool_take(shm_port_t *p, uint32_t count, uint32_t *first)
 	return pcori_shm_pool_alloc(&p->pool, count, first);
 }
 
+/*
+ * Room for one record of kind in d's ring, saying len bytes and carrying
+ * plen: locks d and returns where the record's bytes go, or NULL with
+ * *rc_p set (and d unlocked).  ring_end commits it.
+ */
+static uint8_t *ring_begin(shm_peer_t *d, uint32_t kind, size_t len,
+			   size_t plen, int *rc_p)
+{
+	pcori_lock(&d->tx_lock);
+	if (PCORI_UNLIKELY(d->gone || d->slot < 0)) {
+		*rc_p = PCOR_ERR_PEER_LOST;
+	} else {
+		uint8_t *dst = pcori_shm_ring_reserve(
+		    &d->ring, &d->prod, kind, (uint32_t)len, (uint32_t)plen);
+		if (dst)
+			return dst;
+		*rc_p = PCOR_ERR_AGAIN;
+	}
+	pcori_unlock(&d->tx_lock);
+	return NULL;
+}
+
+static void ring_end(shm_peer_t *d)
+{
+	pcori_shm_ring_commit(&d->ring, &d->prod);
+	wake_if_sleeping(d->hdr);
+	pcori_unlock(&d->tx_lock);
+}
+
 /* Copy len bytes from iov into one record of kind in d's ring. */
 static int ring_put(shm_port_t *p, shm_peer_t *d, uint32_t kind,
 		    const struct iovec *iov, size_t niov, size_t len)
 {
-	int rc = PCOR_OK;
-	pcori_lock(&d->tx_lock);
-	if (PCORI_UNLIKELY(d->gone || d->slot < 0)) {
-		rc = PCOR_ERR_PEER_LOST;
-	} else {
-		uint8_t *dst = pcori_shm_ring_reserve(
-		    &d->ring, &d->prod, kind, (uint32_t)len, (uint32_t)len);
-		if (dst) {
-			gather(dst, iov, niov);
-			pcori_shm_ring_commit(&d->ring, &d->prod);
-			wake_if_sleeping(d->hdr);
-		} else {
-			rc = PCOR_ERR_AGAIN;
-		}
-	}
-	pcori_unlock(&d->tx_lock);
-	return rc == PCOR_ERR_AGAIN ? again(p) : rc;
+	int rc;
+	uint8_t *dst = ring_begin(d, kind, len, len, &rc);
+	if (!dst)
+		return rc == PCOR_ERR_AGAIN ? again(p) : rc;
+	gather(dst, iov, niov);
+	ring_end(d);
+	return PCOR_OK;
 }
 
 /*
@@ -490,32 +509,21 @@ static int ring_put(shm_port_t *p, shm_peer_t *d, uint32_t kind,
 static int fast_put(shm_port_t *p, shm_peer_t *d, const pcori_shm_fast_t *f,
 		    const uint64_t *cookie, const void *payload, size_t plen)
 {
+	int rc;
 	size_t len = sizeof(*f) + (cookie ? 8 : 0) + plen;
-	int rc = PCOR_OK;
-	pcori_lock(&d->tx_lock);
-	if (PCORI_UNLIKELY(d->gone || d->slot < 0)) {
-		rc = PCOR_ERR_PEER_LOST;
-	} else {
-		uint8_t *dst = pcori_shm_ring_reserve(
-		    &d->ring, &d->prod, PCORI_SHM_REC_FAST, (uint32_t)len,
-		    (uint32_t)len);
-		if (dst) {
-			memcpy(dst, f, sizeof(*f));
-			dst += sizeof(*f);
-			if (cookie) {
-				memcpy(dst, cookie, 8);
-				dst += 8;
-			}
-			if (plen)
-				memcpy(dst, payload, plen);
-			pcori_shm_ring_commit(&d->ring, &d->prod);
-			wake_if_sleeping(d->hdr);
-		} else {
-			rc = PCOR_ERR_AGAIN;
-		}
+	uint8_t *dst = ring_begin(d, PCORI_SHM_REC_FAST, len, len, &rc);
+	if (!dst)
+		return rc == PCOR_ERR_AGAIN ? again(p) : rc;
+	memcpy(dst, f, sizeof(*f));
+	dst += sizeof(*f);
+	if (cookie) {
+		memcpy(dst, cookie, 8);
+		dst += 8;
 	}
-	pcori_unlock(&d->tx_lock);
-	return rc == PCOR_ERR_AGAIN ? again(p) : rc;
+	if (plen)
+		memcpy(dst, payload, plen);
+	ring_end(d);
+	return PCOR_OK;
 }
 
 /* Copy one message to peer d: inline in its ring, or through cells. */
@@ -540,23 +548,13 @@ static int shm_post(shm_port_t *p, shm_peer_t *d, const struct iovec *iov,
 	/* The big copy runs outside every lock. */
 	gather(p->cells + (uint64_t)first * p->g.cell_size, iov, niov);
 	int rc = PCOR_OK;
-	pcori_lock(&d->tx_lock);
-	if (PCORI_UNLIKELY(d->gone || d->slot < 0)) {
-		rc = PCOR_ERR_PEER_LOST;
-	} else {
-		uint8_t *dst = pcori_shm_ring_reserve(
-		    &d->ring, &d->prod, PCORI_SHM_REC_CELLS, (uint32_t)len, 8);
-		if (dst) {
-			uint64_t run = (uint64_t)count << 32 | first;
-			__atomic_store_n((uint64_t *)(void *)dst, run,
-					 __ATOMIC_RELAXED);
-			pcori_shm_ring_commit(&d->ring, &d->prod);
-			wake_if_sleeping(d->hdr);
-		} else {
-			rc = PCOR_ERR_AGAIN;
-		}
+	uint8_t *dst = ring_begin(d, PCORI_SHM_REC_CELLS, len, 8, &rc);
+	if (dst) {
+		uint64_t run = (uint64_t)count << 32 | first;
+		__atomic_store_n((uint64_t *)(void *)dst, run,
+				 __ATOMIC_RELAXED);
+		ring_end(d);
 	}
-	pcori_unlock(&d->tx_lock);
 	pcori_lock(&p->pool_lock);
 	if (rc)
 		pcori_shm_pool_free(&p->pool, first, (uint32_t)count);
