@@ -178,34 +178,32 @@ static int ofi_insert_addr(pcori_port_t *bp, const pcori_port_info_t *peer,
 	return PCOR_OK;
 }
 
+/* A send's or inject's return as a status; a full queue is counted. */
+static int send_status(ofi_port_t *p, ssize_t rc, const char *what)
+{
+	if (PCORI_LIKELY(rc == 0))
+		return PCOR_OK;
+	if (rc == -FI_EAGAIN) {
+		atomic_fetch_add_explicit(&p->base.st.eagain, 1,
+					  memory_order_relaxed);
+		return PCOR_ERR_AGAIN;
+	}
+	return fi_status((int)rc, what, p);
+}
+
 static int ofi_sendv(pcori_port_t *bp, uint64_t dest, const struct iovec *iov,
 		     size_t niov, pcori_ctx_t *ctx)
 {
 	ofi_port_t *p = (ofi_port_t *)bp;
-	ssize_t rc = fi_sendv(p->ep, iov, NULL, niov, dest, ctx);
-	if (PCORI_LIKELY(rc == 0))
-		return PCOR_OK;
-	if (rc == -FI_EAGAIN) {
-		atomic_fetch_add_explicit(&bp->st.eagain, 1,
-					  memory_order_relaxed);
-		return PCOR_ERR_AGAIN;
-	}
-	return fi_status((int)rc, "send", p);
+	return send_status(p, fi_sendv(p->ep, iov, NULL, niov, dest, ctx),
+			   "send");
 }
 
 static int ofi_inject(pcori_port_t *bp, uint64_t dest, const void *buf,
 		      size_t len)
 {
 	ofi_port_t *p = (ofi_port_t *)bp;
-	ssize_t rc = fi_inject(p->ep, buf, len, dest);
-	if (PCORI_LIKELY(rc == 0))
-		return PCOR_OK;
-	if (rc == -FI_EAGAIN) {
-		atomic_fetch_add_explicit(&bp->st.eagain, 1,
-					  memory_order_relaxed);
-		return PCOR_ERR_AGAIN;
-	}
-	return fi_status((int)rc, "inject", p);
+	return send_status(p, fi_inject(p->ep, buf, len, dest), "inject");
 }
 
 /*

@@ -66,6 +66,17 @@ run_job() {
 
 count() { grep -c -- "$1" "$tmp/out" || true; }
 
+# Open MPI's mpirun with PMIx, or skip (scripts/install-deps.sh installs
+# it; a test never does); the job's own variables are for pcorrun only.
+need_mpirun() {
+	command -v mpirun >/dev/null ||
+		skip "mpirun (openmpi-bin) is not installed (scripts/install-deps.sh)"
+	"$app" has-pmix ||
+		skip "pcor was built without PMIx (libpmix-dev missing at configure time)"
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+	unset PCOR_JOB_SIZE PCOR_JOB_PID PCOR_JOB_KEY PCOR_AGENT_ADDR
+}
+
 no_leftovers() {
 	if pgrep -f -- "$marker" >/dev/null; then
 		pgrep -af -- "$marker"
@@ -170,13 +181,7 @@ badhost)
 	no_leftovers
 	;;
 mpirun)
-	# scripts/install-deps.sh installs it; a test never does.
-	command -v mpirun >/dev/null ||
-		skip "mpirun (openmpi-bin) is not installed (scripts/install-deps.sh)"
-	"$app" has-pmix ||
-		skip "pcor was built without PMIx (libpmix-dev missing at configure time)"
-	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-	unset PCOR_JOB_SIZE PCOR_JOB_PID PCOR_JOB_KEY PCOR_AGENT_ADDR
+	need_mpirun
 	if ! timeout 60 mpirun --oversubscribe -n 1 true >"$tmp/out" 2>&1; then
 		skip "mpirun cannot start a PMIx server here: $(head -c 300 "$tmp/out")"
 	fi
@@ -242,12 +247,7 @@ unreach)
 	no_leftovers
 	;;
 witness)
-	command -v mpirun >/dev/null ||
-		skip "mpirun (openmpi-bin) is not installed (scripts/install-deps.sh)"
-	"$app" has-pmix ||
-		skip "pcor was built without PMIx (libpmix-dev missing at configure time)"
-	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-	unset PCOR_JOB_SIZE PCOR_JOB_PID PCOR_JOB_KEY PCOR_AGENT_ADDR
+	need_mpirun
 	PCOR_FAULT_CONNECT_TO=0 PCOR_LOG_LEVEL=info PCOR_JOIN_TIMEOUT_MS=8000 \
 		run_job 0 120 mpirun --oversubscribe -n 3 \
 		-x PCOR_FAULT_CONNECT_TO -x PCOR_LOG_LEVEL \
