@@ -42,18 +42,18 @@
  */
 #include "dispatch.h"
 
-#define ACK_EVERY 32u         /* messages before an ack must go */
+#define ACK_EVERY      32u /* messages before an ack must go */
 #define BACKOFF_MIN_US 100u
 #define BACKOFF_MAX_US 50000u
-#define READ_CHUNK ((size_t)8 << 20)
-#define GAP_HELD 32u          /* frames held behind a gap before asking */
+#define READ_CHUNK     ((size_t)8 << 20)
+#define GAP_HELD       32u /* frames held behind a gap before asking */
 /*
  * Fast path (lossless ports): messages a stream may have sent without an
  * acknowledgement, and how often the receiver acknowledges them.  The
  * window bounds what a receiver must take in without being able to
  * refuse it; acks come in batches, usually riding on replies.
  */
-#define FAST_WINDOW 256u
+#define FAST_WINDOW    256u
 #define FAST_ACK_EVERY 64u
 /*
  * Fast messages on ports without `unsettled` are also acknowledged this
@@ -172,8 +172,8 @@ static int ctlq_run(void)
 	int done = 0;
 	pcori_lock(&ctlq.lock);
 	while (!pcori_list_empty(&ctlq.list)) {
-		ctlmsg_t *c = PCORI_CONTAINER_OF(ctlq.list.next, ctlmsg_t,
-						 link);
+		ctlmsg_t *c =
+		    PCORI_CONTAINER_OF(ctlq.list.next, ctlmsg_t, link);
 		/*
 		 * Off the list before it is posted: a sendv'd message is freed
 		 * at its completion, which another thread may see at once.
@@ -256,8 +256,7 @@ typedef struct deferred {
 	} a[8];
 } deferred_t;
 
-static void defer(deferred_t *d, int what, pcori_req_t *r, int st,
-		  void *obj)
+static void defer(deferred_t *d, int what, pcori_req_t *r, int st, void *obj)
 {
 	PCORI_ASSERT(d->n < (int)PCORI_ARRAY_LEN(d->a));
 	d->a[d->n].what = what;
@@ -329,14 +328,13 @@ static size_t tx_hdr_bytes(size_t len)
 	/* Rendezvous: the request's bytes, then two banks of a window. */
 	if (len > pcori_net.eager_max)
 		return RTS_ROOM + 2 * PCORI_FRAG_WINDOW * PCORI_WIRE_HDR_SIZE;
-	return pcori_frag_count(len, pcori_net.frag_size) *
-	       PCORI_WIRE_HDR_SIZE;
+	return pcori_frag_count(len, pcori_net.frag_size) * PCORI_WIRE_HDR_SIZE;
 }
 
 size_t pcori_tx_cost(bool copy, size_t len)
 {
-	return sizeof(pcori_txmsg_t) + tx_hdr_bytes(len) +
-	       sizeof(pcori_req_t) + (copy ? len : 0);
+	return sizeof(pcori_txmsg_t) + tx_hdr_bytes(len) + sizeof(pcori_req_t) +
+	       (copy ? len : 0);
 }
 
 static void txb_put(size_t n)
@@ -370,8 +368,7 @@ typedef struct txb_ask {
 static bool txb_try(void *a)
 {
 	const txb_ask_t *ask = a;
-	if (ask->oversize &&
-	    atomic_exchange(&pcori_net.txb.oversize, true))
+	if (ask->oversize && atomic_exchange(&pcori_net.txb.oversize, true))
 		return false;
 	int64_t n = (int64_t)ask->n;
 	int64_t was = atomic_fetch_add(&pcori_net.txb.held, n);
@@ -472,9 +469,9 @@ static inline void nacks_add(pcori_peer_t *peer, int delta)
 {
 	PCORI_ASSERT_LOCKED(&peer->rx_lock);
 	atomic_store_explicit(
-		&peer->nacks,
-		atomic_load_explicit(&peer->nacks, memory_order_relaxed) + delta,
-		memory_order_relaxed);
+	    &peer->nacks,
+	    atomic_load_explicit(&peer->nacks, memory_order_relaxed) + delta,
+	    memory_order_relaxed);
 }
 
 /*
@@ -510,7 +507,7 @@ static bool piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
 	bool got = false;
 	if (!pcori_list_empty(&peer->acks)) {
 		pcori_rxstream_t *rs = PCORI_CONTAINER_OF(
-			peer->acks.next, pcori_rxstream_t, ack_link);
+		    peer->acks.next, pcori_rxstream_t, ack_link);
 		uint32_t upto = ack_point(rs);
 		ack_unlazy(rs);
 		pcori_list_remove(&rs->ack_link);
@@ -527,8 +524,7 @@ static bool piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
 	return got;
 }
 
-static void ack_schedule(pcori_peer_t *peer, pcori_rxstream_t *rs,
-			 bool now);
+static void ack_schedule(pcori_peer_t *peer, pcori_rxstream_t *rs, bool now);
 
 /*
  * A fragment that did not leave gives back the ack it was to carry, or
@@ -541,9 +537,8 @@ static void piggyback_undo(pcori_peer_t *peer, const pcori_wire_hdr_t *h)
 		return;
 	uint32_t thid = (uint32_t)(h->cookie >> 32);
 	pcori_lock(&peer->rx_lock);
-	pcori_rxstream_t *rs = thid < (uint32_t)pcori_rt.max_threads
-				       ? peer->rx[thid]
-				       : NULL;
+	pcori_rxstream_t *rs =
+	    thid < (uint32_t)pcori_rt.max_threads ? peer->rx[thid] : NULL;
 	if (rs)
 		ack_schedule(peer, rs, true);
 	pcori_unlock(&peer->rx_lock);
@@ -567,7 +562,8 @@ static int txm_post(pcori_txmsg_t *m)
 		uint8_t *b = m->hdrs;
 		size_t len = PCORI_WIRE_HDR_SIZE + PCORI_WIRE_RTS_SIZE;
 		if (!(m->flags & PCORI_TXM_BUILT)) {
-			/* Built once; a resend after a NACK reuses the bytes. */
+			/* Built once; a resend after a NACK reuses the bytes.
+			 */
 			pcori_wire_rts_t rts = {0};
 			hdr_for(m, &h, PCORI_W_RTS);
 			h.frag_len = PCORI_WIRE_RTS_SIZE;
@@ -634,7 +630,7 @@ static int txm_post(pcori_txmsg_t *m)
 		rc = p->ops->sendv(p, rt->dest, iov, flen ? 2 : 1, &m->ctx);
 		if (rc)
 			atomic_fetch_sub(&m->inflight, 1);
-posted:
+	posted:
 		if (rc) {
 			if (i == 0)
 				piggyback_undo(peer, &h);
@@ -689,8 +685,8 @@ static int flush_waiting(pcori_txstream_t *ts)
 {
 	int n = 0;
 	while (!pcori_list_empty(&ts->waiting)) {
-		pcori_txmsg_t *m = PCORI_CONTAINER_OF(ts->waiting.next,
-						      pcori_txmsg_t, link);
+		pcori_txmsg_t *m =
+		    PCORI_CONTAINER_OF(ts->waiting.next, pcori_txmsg_t, link);
 		int rc = txm_post(m);
 		if (rc == PCOR_ERR_AGAIN) {
 			timer_arm(ts, pcori_now_ns() + 20000);
@@ -722,8 +718,8 @@ static int flush_waiting(pcori_txstream_t *ts)
 
 static pcori_txstream_t *txstream_of(pcori_peer_t *peer, int thid)
 {
-	pcori_txstream_t *ts = atomic_load_explicit(&peer->tx[thid],
-						    memory_order_acquire);
+	pcori_txstream_t *ts =
+	    atomic_load_explicit(&peer->tx[thid], memory_order_acquire);
 	if (PCORI_LIKELY(ts))
 		return ts;
 	pcori_txstream_t *n = calloc(1, sizeof(*n));
@@ -767,11 +763,10 @@ static int fast_send(pcori_txstream_t *ts, const pcori_route_t *rt,
 		return PCOR_ERR_AGAIN;
 	int rc = PCOR_ERR_AGAIN;
 	pcori_lock(&ts->lock);
-	if (PCORI_LIKELY(pcori_list_empty(&ts->sent) &&
-			 pcori_list_empty(&ts->waiting) &&
-			 !atomic_load_explicit(&ts->resume_ns,
-					       memory_order_relaxed) &&
-			 !ts->resync && ts->next_seq - ts->acked < FAST_WINDOW)) {
+	if (PCORI_LIKELY(
+		pcori_list_empty(&ts->sent) && pcori_list_empty(&ts->waiting) &&
+		!atomic_load_explicit(&ts->resume_ns, memory_order_relaxed) &&
+		!ts->resync && ts->next_seq - ts->acked < FAST_WINDOW)) {
 		pcori_wire_hdr_t h;
 		hdr_init(&h, PCORI_W_DATA, ts->peer->pid);
 		h.flags = PCORI_WF_FAST;
@@ -812,8 +807,8 @@ static int fast_send(pcori_txstream_t *ts, const pcori_route_t *rt,
 }
 
 int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
-		      uint32_t ctx, const void *buf, size_t len,
-		      unsigned flags, pcor_handle_t *h_p)
+		      uint32_t ctx, const void *buf, size_t len, unsigned flags,
+		      pcor_handle_t *h_p)
 {
 	pcori_peer_t *peer = pcori_peer_get(pid);
 	if (!peer)
@@ -939,16 +934,16 @@ static void ack_upto(pcori_txstream_t *ts, uint32_t upto, pcori_list_t *dead,
 	 * and then other threads change the list (a saved next is stale).
 	 */
 	while (!pcori_list_empty(&ts->sent)) {
-		pcori_txmsg_t *m = PCORI_CONTAINER_OF(ts->sent.next,
-						      pcori_txmsg_t, link);
+		pcori_txmsg_t *m =
+		    PCORI_CONTAINER_OF(ts->sent.next, pcori_txmsg_t, link);
 		if (!seq_lt(m->seq, upto))
 			break;
 		m->flags |= PCORI_TXM_ACKED;
 		ts->probing = false; /* the receiver takes messages again */
 		/* sendDMA rendezvous: the buffer is needed until FIN. */
 		bool wait_fin = (m->flags & PCORI_TXM_RNDV) &&
-				!(m->flags & PCORI_TXM_FINNED) &&
-				m->req && m->req->kind == PCORI_REQ_SEND_DMA &&
+				!(m->flags & PCORI_TXM_FINNED) && m->req &&
+				m->req->kind == PCORI_REQ_SEND_DMA &&
 				!(m->req->flags & PCOR_SEND_HANDOVER);
 		if (m->req && !wait_fin) {
 			defer(d, D_COMPLETE, m->req, PCOR_OK, NULL);
@@ -987,8 +982,8 @@ static void free_list(pcori_list_t *l)
 
 static void on_ack(pcori_peer_t *peer, int32_t thid, uint32_t upto)
 {
-	pcori_txstream_t *ts = atomic_load_explicit(&peer->tx[thid],
-						    memory_order_acquire);
+	pcori_txstream_t *ts =
+	    atomic_load_explicit(&peer->tx[thid], memory_order_acquire);
 	if (!ts)
 		return;
 	pcori_list_t dead;
@@ -1009,8 +1004,8 @@ static void go_back(pcori_txstream_t *ts, uint32_t seq);
 static void on_nack(pcori_port_t *port, pcori_peer_t *peer, int32_t thid,
 		    uint32_t seq)
 {
-	pcori_txstream_t *ts = atomic_load_explicit(&peer->tx[thid],
-						    memory_order_acquire);
+	pcori_txstream_t *ts =
+	    atomic_load_explicit(&peer->tx[thid], memory_order_acquire);
 	if (!ts)
 		return;
 	atomic_fetch_add_explicit(&port->st.nack_rcvd, 1, memory_order_relaxed);
@@ -1032,8 +1027,7 @@ static void go_back(pcori_txstream_t *ts, uint32_t seq)
 	pcori_list_t back;
 	pcori_list_init(&back);
 	pcori_list_t *pos, *tmp;
-	pcori_list_foreach_safe(pos, tmp, &ts->sent)
-	{
+	pcori_list_foreach_safe (pos, tmp, &ts->sent) {
 		pcori_txmsg_t *m = PCORI_CONTAINER_OF(pos, pcori_txmsg_t, link);
 		if (seq_lt(m->seq, seq))
 			continue;
@@ -1058,11 +1052,9 @@ static pcori_txmsg_t *find_rndv(pcori_txstream_t *ts, uint64_t cookie)
 	pcori_list_t *lists[] = {&ts->sent, &ts->waiting_fin};
 	for (int i = 0; i < 2; i++) {
 		pcori_list_t *pos;
-		pcori_list_foreach(pos, lists[i])
-		{
-			pcori_txmsg_t *m = PCORI_CONTAINER_OF(pos,
-							      pcori_txmsg_t,
-							      link);
+		pcori_list_foreach (pos, lists[i]) {
+			pcori_txmsg_t *m =
+			    PCORI_CONTAINER_OF(pos, pcori_txmsg_t, link);
 			if ((m->flags & PCORI_TXM_RNDV) &&
 			    txm_cookie(m) == cookie)
 				return m;
@@ -1073,8 +1065,8 @@ static pcori_txmsg_t *find_rndv(pcori_txstream_t *ts, uint64_t cookie)
 
 static void on_fin(pcori_peer_t *peer, int32_t thid, uint64_t cookie)
 {
-	pcori_txstream_t *ts = atomic_load_explicit(&peer->tx[thid],
-						    memory_order_acquire);
+	pcori_txstream_t *ts =
+	    atomic_load_explicit(&peer->tx[thid], memory_order_acquire);
 	if (!ts)
 		return;
 	deferred_t d = {0};
@@ -1116,8 +1108,7 @@ static void on_finack(pcori_peer_t *peer, uint64_t cookie)
 	pcori_rndv_t *found = NULL;
 	pcori_lock(&pcori_net.timer_lock);
 	pcori_list_t *pos;
-	pcori_list_foreach(pos, &pcori_net.rndvs)
-	{
+	pcori_list_foreach (pos, &pcori_net.rndvs) {
 		pcori_rndv_t *v = PCORI_CONTAINER_OF(pos, pcori_rndv_t, alive);
 		if (v->peer == peer && v->cookie == cookie &&
 		    atomic_load(&v->fin_sent) && atomic_load(&v->watched)) {
@@ -1157,12 +1148,13 @@ static void stream_post(pcori_txmsg_t *m)
 		h.cookie = txm_cookie(m);
 		h.frag_idx = i;
 		h.frag_len = (uint32_t)flen;
-		/* Two banks: a window's headers live until the next is asked. */
-		uint8_t *hb = m->hdrs + RTS_ROOM +
-			      ((size_t)((i / PCORI_FRAG_WINDOW) & 1) *
-						 PCORI_FRAG_WINDOW +
-					 i % PCORI_FRAG_WINDOW) *
-						PCORI_WIRE_HDR_SIZE;
+		/* Two banks: a window's headers live until the next is asked.
+		 */
+		uint8_t *hb =
+		    m->hdrs + RTS_ROOM +
+		    ((size_t)((i / PCORI_FRAG_WINDOW) & 1) * PCORI_FRAG_WINDOW +
+		     i % PCORI_FRAG_WINDOW) *
+			PCORI_WIRE_HDR_SIZE;
 		pcori_wire_encode(&h, hb);
 		struct iovec iov[2] = {{hb, PCORI_WIRE_HDR_SIZE},
 				       {(char *)m->data + off, flen}};
@@ -1194,8 +1186,8 @@ static void stream_post(pcori_txmsg_t *m)
 static void on_cts(pcori_peer_t *peer, int32_t thid, uint64_t cookie,
 		   uint32_t w)
 {
-	pcori_txstream_t *ts = atomic_load_explicit(&peer->tx[thid],
-						    memory_order_acquire);
+	pcori_txstream_t *ts =
+	    atomic_load_explicit(&peer->tx[thid], memory_order_acquire);
 	if (!ts)
 		return;
 	pcori_lock(&ts->lock);
@@ -1245,14 +1237,14 @@ void pcori_port_tx_done(pcori_port_t *p, pcori_ctx_t *ctx, int status)
 		if (m->req) {
 			defer(&d, D_COMPLETE, m->req,
 			      atomic_load(&ts->peer->state) == PCORI_PEER_LOST
-				      ? PCOR_ERR_PEER_LOST
-				      : status,
+				  ? PCOR_ERR_PEER_LOST
+				  : status,
 			      NULL);
 			m->req = NULL;
 		}
 	}
 	if (atomic_fetch_sub_explicit(&m->inflight, 1, memory_order_acq_rel) ==
-		    1 &&
+		1 &&
 	    txm_done(m)) {
 		pcori_list_remove(&m->link);
 		dead = true;
@@ -1307,8 +1299,7 @@ static void ack_schedule_in(pcori_peer_t *peer, pcori_rxstream_t *rs,
 	}
 }
 
-static void ack_schedule(pcori_peer_t *peer, pcori_rxstream_t *rs,
-			 bool now)
+static void ack_schedule(pcori_peer_t *peer, pcori_rxstream_t *rs, bool now)
 {
 	ack_schedule_in(peer, rs, (uint64_t)pcori_rt.cfg.ack_delay_ns, false);
 	if (now || rs->unacked >= ACK_EVERY)
@@ -1333,10 +1324,9 @@ static int acks_flush_peer(pcori_peer_t *peer, uint64_t now, bool force)
 	int n = 0;
 	pcori_lock(&peer->rx_lock);
 	pcori_list_t *pos, *tmp;
-	pcori_list_foreach_safe(pos, tmp, &peer->acks)
-	{
-		pcori_rxstream_t *rs = PCORI_CONTAINER_OF(pos, pcori_rxstream_t,
-							  ack_link);
+	pcori_list_foreach_safe (pos, tmp, &peer->acks) {
+		pcori_rxstream_t *rs =
+		    PCORI_CONTAINER_OF(pos, pcori_rxstream_t, ack_link);
 		if ((!force || rs->ack_lazy) && rs->ack_due_ns > now)
 			continue;
 		if (n == (int)PCORI_ARRAY_LEN(out))
@@ -1489,7 +1479,8 @@ static int start_message(pcori_peer_t *peer, pcori_rxstream_t *rs,
 			if (v)
 				defer(d, D_RNDV, r, 0, v);
 			else
-				recv_finish(r, k, size, NULL, PCOR_ERR_NOMEM, d);
+				recv_finish(r, k, size, NULL, PCOR_ERR_NOMEM,
+					    d);
 		}
 		return PCOR_OK;
 	}
@@ -1530,8 +1521,8 @@ static void held_clear(pcori_rxstream_t *rs)
 	rs->nheld = 0;
 }
 
-static void refuse(pcori_port_t *port, pcori_peer_t *peer,
-		   pcori_rxstream_t *rs, const pcori_wire_hdr_t *h)
+static void refuse(pcori_port_t *port, pcori_peer_t *peer, pcori_rxstream_t *rs,
+		   const pcori_wire_hdr_t *h)
 {
 	atomic_fetch_add_explicit(&port->st.nack_sent, 1, memory_order_relaxed);
 	/* Everything from here on will be sent again, in order. */
@@ -1540,7 +1531,12 @@ static void refuse(pcori_port_t *port, pcori_peer_t *peer,
 	send_ctl(peer, PCORI_W_NACK, h->src_thid, h->seq, 0, 0, NULL);
 }
 
-typedef enum order_verdict { ORDER_NOW, ORDER_DUP, ORDER_DROP, ORDER_HOLD } order_verdict_t;
+typedef enum order_verdict {
+	ORDER_NOW,
+	ORDER_DUP,
+	ORDER_DROP,
+	ORDER_HOLD
+} order_verdict_t;
 
 /*
  * Where a frame stands in its stream: its turn now, seen before, ahead
@@ -1571,12 +1567,11 @@ static void hold(pcori_port_t *port, pcori_peer_t *peer, pcori_rxstream_t *rs,
 		 const pcori_wire_hdr_t *h, const uint8_t *payload)
 {
 	size_t len = PCORI_WIRE_HDR_SIZE + h->frag_len;
-	int64_t now = atomic_fetch_add_explicit(&pcori_msg.unexp_bytes,
-						(int64_t)len,
-						memory_order_relaxed);
+	int64_t now = atomic_fetch_add_explicit(
+	    &pcori_msg.unexp_bytes, (int64_t)len, memory_order_relaxed);
 	held_t *f = now + (int64_t)len <= pcori_msg.unexp_max
-			    ? malloc(sizeof(*f) + len)
-			    : NULL;
+			? malloc(sizeof(*f) + len)
+			: NULL;
 	if (!f) {
 		/* No room: make the sender go back to what we expect. */
 		atomic_fetch_sub_explicit(&pcori_msg.unexp_bytes, (int64_t)len,
@@ -1786,25 +1781,21 @@ static bool rx_fast(const pcori_port_t *port, pcori_peer_t *peer,
 	fast_ack(port, peer, rs);
 	size_t size = h->frag_len;
 	int st = PCOR_OK;
+	void *blk = NULL;
 	if (r->kind == PCORI_REQ_RECV_COPY) {
-		if (size > r->len)
-			st = PCOR_ERR_TRUNCATE;
 		if (r->buf)
 			memcpy(r->buf, payload, PCORI_MIN(size, r->len));
-	} else {
-		void *blk = NULL;
-		if (size && pcori_dma_alloc(size, &blk) == PCOR_OK)
-			memcpy(blk, payload, size);
-		else if (size)
-			st = PCOR_ERR_NOMEM;
-		*r->report.dma = blk;
+	} else if (size && pcori_dma_alloc(size, &blk) == PCOR_OK) {
+		memcpy(blk, payload, size);
+	} else if (size) {
+		st = PCOR_ERR_NOMEM;
 	}
+	/* recv_finish reports, judges truncation and defers completion. */
+	deferred_t d;
+	d.n = 0;
+	recv_finish(r, &k, size, blk, st, &d);
 	pcori_unlock(&peer->rx_lock);
-	r->info.pid = k.src_pid;
-	r->info.thid = k.src_thid;
-	r->info.tag = k.tag;
-	r->info.size = size;
-	pcori_req_complete(r, st);
+	run_deferred(&d);
 	if (h->flags & PCORI_WF_HAS_ACK)
 		on_ack(peer, (int32_t)(h->cookie >> 32), (uint32_t)h->cookie);
 	return true;
@@ -1871,17 +1862,16 @@ static void send_fin(pcori_rndv_t *v)
 static void watch_next_lower(uint64_t at)
 {
 	uint64_t cur = atomic_load(&pcori_net.watch_next_ns);
-	while ((!cur || at < cur) &&
-	       !atomic_compare_exchange_weak(&pcori_net.watch_next_ns, &cur,
-					     at))
+	while ((!cur || at < cur) && !atomic_compare_exchange_weak(
+					 &pcori_net.watch_next_ns, &cur, at))
 		;
 }
 
 /* The next look at v: one retransmission timeout on, doubling. */
 static void watch_arm(pcori_rndv_t *v)
 {
-	uint32_t shift = atomic_load_explicit(&v->watch_shift,
-					      memory_order_relaxed);
+	uint32_t shift =
+	    atomic_load_explicit(&v->watch_shift, memory_order_relaxed);
 	uint64_t at = pcori_now_ns() + ((uint64_t)pcori_rt.cfg.rto_ms * 1000000u
 					<< PCORI_MIN(shift, 4u));
 	atomic_store_explicit(&v->watch_ns, at, memory_order_relaxed);
@@ -1894,8 +1884,7 @@ int pcori_rndv_unsettled(void)
 	int n = 0;
 	pcori_lock(&pcori_net.timer_lock);
 	pcori_list_t *pos;
-	pcori_list_foreach(pos, &pcori_net.rndvs)
-	{
+	pcori_list_foreach (pos, &pcori_net.rndvs) {
 		pcori_rndv_t *v = PCORI_CONTAINER_OF(pos, pcori_rndv_t, alive);
 		n += atomic_load(&v->fin_sent) && atomic_load(&v->watched) &&
 		     atomic_load(&v->peer->state) != PCORI_PEER_LOST;
@@ -2036,7 +2025,8 @@ static void rndv_read_more(pcori_rndv_t *v)
 			atomic_fetch_sub(&v->reads, 1);
 			atomic_fetch_sub(&v->refs, 1);
 			if (rc == PCOR_ERR_AGAIN) {
-				/* Try again from the timers: the queue drains. */
+				/* Try again from the timers: the queue drains.
+				 */
 				pcori_lock(&pcori_net.timer_lock);
 				if (pcori_list_empty(&v->qlink)) {
 					atomic_fetch_add(&v->refs, 1);
@@ -2120,8 +2110,8 @@ void pcori_port_read_done(pcori_port_t *p, pcori_ctx_t *ctx, int status)
 	pcori_rndv_t *v = (pcori_rndv_t *)ctx;
 	if (status && v->status == PCOR_OK)
 		v->status = atomic_load(&v->peer->state) == PCORI_PEER_LOST
-				    ? PCOR_ERR_PEER_LOST
-				    : status;
+				? PCOR_ERR_PEER_LOST
+				: status;
 	if (atomic_fetch_sub(&v->reads, 1) == 1 && v->next_off >= v->take)
 		rndv_reads_over(v);
 	rndv_unref(v);
@@ -2148,7 +2138,7 @@ static void rx_stream(pcori_port_t *port, pcori_peer_t *peer,
 	atomic_store_explicit(&v->watch_shift, 0, memory_order_relaxed);
 	atomic_store_explicit(&v->watch_ns,
 			      pcori_now_ns() +
-				      (uint64_t)pcori_rt.cfg.rto_ms * 1000000u,
+				  (uint64_t)pcori_rt.cfg.rto_ms * 1000000u,
 			      memory_order_relaxed);
 	size_t off = (size_t)h->frag_idx * pcori_net.frag_size;
 	if (off < v->take)
@@ -2215,10 +2205,9 @@ static void replay(pcori_port_t *port, pcori_peer_t *peer, int32_t thid)
 		pcori_rxstream_t *rs = peer->rx[thid];
 		pcori_list_t *pos;
 		if (rs)
-			pcori_list_foreach(pos, &rs->held)
-			{
-				held_t *f = PCORI_CONTAINER_OF(pos, held_t,
-							       link);
+			pcori_list_foreach (pos, &rs->held) {
+				held_t *f =
+				    PCORI_CONTAINER_OF(pos, held_t, link);
 				if (f->seq != rs->expected &&
 				    f->seq != rs->expected - 1)
 					continue;
@@ -2229,7 +2218,7 @@ static void replay(pcori_port_t *port, pcori_peer_t *peer, int32_t thid)
 					continue;
 				if (in_order(rs, &h,
 					     h.type == PCORI_W_RTS ||
-						     h.frag_idx == 0) ==
+						 h.frag_idx == 0) ==
 				    ORDER_NOW) {
 					pcori_list_remove(pos);
 					rs->nheld--;
@@ -2283,8 +2272,8 @@ bool pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 		/* The first few in full, to tell a corrupting fabric apart. */
 		static _Atomic int shown;
 		if (pcori_log_enabled(PCORI_LOG_INFO, PCORI_SUB_DISPATCH) &&
-		    atomic_fetch_add_explicit(&shown, 1,
-					      memory_order_relaxed) < 8) {
+		    atomic_fetch_add_explicit(&shown, 1, memory_order_relaxed) <
+			8) {
 			char hex[2 * PCORI_WIRE_HDR_SIZE + 1] = "";
 			size_t n = PCORI_MIN(len, (size_t)PCORI_WIRE_HDR_SIZE);
 			for (size_t i = 0; i < n; i++)
@@ -2297,8 +2286,8 @@ bool pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 		}
 		return true;
 	}
-	return recv_decoded(port, &h, (const uint8_t *)msg + PCORI_WIRE_HDR_SIZE,
-			    msg, len);
+	return recv_decoded(
+	    port, &h, (const uint8_t *)msg + PCORI_WIRE_HDR_SIZE, msg, len);
 }
 
 bool pcori_port_recv_hdr(pcori_port_t *port, const pcori_wire_hdr_t *h,
@@ -2320,7 +2309,7 @@ static bool recv_decoded(pcori_port_t *port, const pcori_wire_hdr_t *h,
 	}
 	pcori_peer_t *peer = pcori_peer_get(h->src_pid);
 	if (!peer || atomic_load_explicit(&peer->state, memory_order_acquire) ==
-			     PCORI_PEER_LOST)
+			 PCORI_PEER_LOST)
 		return true;
 	if (PCORI_UNLIKELY(!pcori_peer_route(peer)) && pcori_peer_ready(peer))
 		return true;
@@ -2373,8 +2362,8 @@ static bool recv_decoded(pcori_port_t *port, const pcori_wire_hdr_t *h,
  */
 static int readq_run(void)
 {
-	int todo = atomic_load_explicit(&pcori_net.nreadq,
-					memory_order_relaxed);
+	int todo =
+	    atomic_load_explicit(&pcori_net.nreadq, memory_order_relaxed);
 	int n = 0;
 	for (; n < todo; n++) {
 		pcori_lock(&pcori_net.timer_lock);
@@ -2414,18 +2403,17 @@ static int watch_run(void)
 	uint64_t soonest = 0;
 	pcori_lock(&pcori_net.timer_lock);
 	pcori_list_t *pos;
-	pcori_list_foreach(pos, &pcori_net.rndvs)
-	{
+	pcori_list_foreach (pos, &pcori_net.rndvs) {
 		pcori_rndv_t *v = PCORI_CONTAINER_OF(pos, pcori_rndv_t, alive);
-		uint64_t at = atomic_load_explicit(&v->watch_ns,
-						   memory_order_relaxed);
+		uint64_t at =
+		    atomic_load_explicit(&v->watch_ns, memory_order_relaxed);
 		if (!at || !atomic_load(&v->watched))
 			continue;
 		if (at <= now && ndue < (int)PCORI_ARRAY_LEN(due)) {
 			/* Not one whose last reference went meanwhile. */
 			uint32_t refs = atomic_load(&v->refs);
 			while (refs && !atomic_compare_exchange_weak(
-					       &v->refs, &refs, refs + 1))
+					   &v->refs, &refs, refs + 1))
 				;
 			if (!refs)
 				continue;
@@ -2449,8 +2437,8 @@ static int watch_run(void)
 		} else if (atomic_load(&v->fin_sent)) {
 			PCORI_INFO(PCORI_SUB_DISPATCH,
 				   "peer %d: rendezvous %llx: no FINACK, "
-				   "sending FIN again", peer->pid,
-				   (unsigned long long)v->cookie);
+				   "sending FIN again",
+				   peer->pid, (unsigned long long)v->cookie);
 			watch_arm(v);
 			send_fin(v);
 			n++;
@@ -2460,10 +2448,12 @@ static int watch_run(void)
 			uint32_t w = v->reasm.base / PCORI_FRAG_WINDOW;
 			pcori_unlock(&peer->rx_lock);
 			if (streaming) {
-				PCORI_INFO(PCORI_SUB_DISPATCH,
-					   "peer %d: rendezvous %llx: window %u "
-					   "stalled, asking again", peer->pid,
-					   (unsigned long long)v->cookie, w);
+				PCORI_INFO(
+				    PCORI_SUB_DISPATCH,
+				    "peer %d: rendezvous %llx: window %u "
+				    "stalled, asking again",
+				    peer->pid, (unsigned long long)v->cookie,
+				    w);
 				watch_arm(v);
 				ask_window(v, w);
 				n++;
@@ -2526,10 +2516,9 @@ int pcori_timers_run(void)
 	pcori_list_init(&due);
 	pcori_lock(&pcori_net.timer_lock);
 	pcori_list_t *pos, *tmp;
-	pcori_list_foreach_safe(pos, tmp, &pcori_net.timers)
-	{
-		pcori_txstream_t *ts = PCORI_CONTAINER_OF(pos, pcori_txstream_t,
-							  timer_link);
+	pcori_list_foreach_safe (pos, tmp, &pcori_net.timers) {
+		pcori_txstream_t *ts =
+		    PCORI_CONTAINER_OF(pos, pcori_txstream_t, timer_link);
 		if ((ts->resume_ns && ts->resume_ns <= now) ||
 		    (ts->rto_ns && ts->rto_ns <= now) ||
 		    (!ts->resume_ns && !ts->rto_ns)) {
@@ -2540,9 +2529,8 @@ int pcori_timers_run(void)
 	}
 	pcori_unlock(&pcori_net.timer_lock);
 	while (!pcori_list_empty(&due)) {
-		pcori_txstream_t *ts = PCORI_CONTAINER_OF(due.next,
-							  pcori_txstream_t,
-							  timer_link);
+		pcori_txstream_t *ts =
+		    PCORI_CONTAINER_OF(due.next, pcori_txstream_t, timer_link);
 		/* Under the stream lock: timer_arm tests the link under it. */
 		pcori_lock(&ts->lock);
 		pcori_list_remove(&ts->timer_link);
@@ -2556,7 +2544,7 @@ int pcori_timers_run(void)
 			}
 			/* No ack for too long: the fabric may have lost one. */
 			pcori_txmsg_t *m = PCORI_CONTAINER_OF(
-				ts->sent.next, pcori_txmsg_t, link);
+			    ts->sent.next, pcori_txmsg_t, link);
 			PCORI_INFO(PCORI_SUB_DISPATCH,
 				   "peer %d: no ack for seq %u: sending again",
 				   ts->peer->pid, m->seq);
@@ -2572,13 +2560,13 @@ int pcori_timers_run(void)
 		if (!pcori_list_empty(&ts->waiting) && !ts->resume_ns)
 			if (pcori_peer_route(ts->peer))
 				atomic_fetch_add_explicit(
-					&pcori_peer_route(ts->peer)->port->st.retx,
-					1, memory_order_relaxed);
+				    &pcori_peer_route(ts->peer)->port->st.retx,
+				    1, memory_order_relaxed);
 		if (!ts->resume_ns)
 			n += flush_waiting(ts);
 		while (!pcori_list_empty(&ts->streaming) && !ts->resume_ns) {
 			pcori_txmsg_t *m = PCORI_CONTAINER_OF(
-				ts->streaming.next, pcori_txmsg_t, slink);
+			    ts->streaming.next, pcori_txmsg_t, slink);
 			stream_post(m);
 			n++;
 		}
@@ -2599,8 +2587,8 @@ int64_t pcori_timers_next(void)
 	int64_t best = INT64_MAX;
 	uint64_t now = pcori_now_ns();
 	uint64_t watch = atomic_load(&pcori_net.nwatched)
-				 ? atomic_load(&pcori_net.watch_next_ns)
-				 : 0;
+			     ? atomic_load(&pcori_net.watch_next_ns)
+			     : 0;
 	if (watch)
 		best = watch > now ? (int64_t)(watch - now) : 0;
 	/* Lazy acks are not sent before sleeping: wake for them. */
@@ -2610,13 +2598,12 @@ int64_t pcori_timers_next(void)
 		return best == INT64_MAX ? -1 : best;
 	pcori_lock(&pcori_net.timer_lock);
 	pcori_list_t *pos;
-	pcori_list_foreach(pos, &pcori_net.timers)
-	{
-		pcori_txstream_t *ts = PCORI_CONTAINER_OF(pos, pcori_txstream_t,
-							  timer_link);
+	pcori_list_foreach (pos, &pcori_net.timers) {
+		pcori_txstream_t *ts =
+		    PCORI_CONTAINER_OF(pos, pcori_txstream_t, timer_link);
 		uint64_t at = ts->resume_ns && ts->rto_ns
-				      ? PCORI_MIN(ts->resume_ns, ts->rto_ns)
-				      : ts->resume_ns | ts->rto_ns;
+				  ? PCORI_MIN(ts->resume_ns, ts->rto_ns)
+				  : ts->resume_ns | ts->rto_ns;
 		int64_t left = at > now ? (int64_t)(at - now) : 0;
 		best = PCORI_MIN(best, left);
 	}
@@ -2636,7 +2623,7 @@ void pcori_txstream_fail(pcori_txstream_t *ts, int status, bool resync)
 	for (int i = 0; i < 3; i++) {
 		while (!pcori_list_empty(lists[i])) {
 			pcori_txmsg_t *m = PCORI_CONTAINER_OF(
-				lists[i]->next, pcori_txmsg_t, link);
+			    lists[i]->next, pcori_txmsg_t, link);
 			pcori_list_remove(&m->link);
 			if (!pcori_list_empty(&m->slink))
 				pcori_list_remove(&m->slink);
@@ -2645,7 +2632,8 @@ void pcori_txstream_fail(pcori_txstream_t *ts, int status, bool resync)
 				defer(&d, D_COMPLETE, m->req, status, NULL);
 				m->req = NULL;
 			}
-			/* Completions still owed by the fabric free it later. */
+			/* Completions still owed by the fabric free it later.
+			 */
 			pcori_list_push_back(txm_done(m) ? &dead : &ts->orphans,
 					     &m->link);
 			if (d.n == (int)PCORI_ARRAY_LEN(d.a)) {
@@ -2687,8 +2675,8 @@ static void rs_abandon(pcori_peer_t *peer, pcori_rxstream_t *rs, int status,
 			pcori_mq_remove_unexp(mq, m);
 		pcori_unlock(&mq->lock);
 		if (st & PCORI_MCB_CLAIMED)
-			recv_finish(m->rreq, &m->hent.key, m->size, NULL, status,
-				    d);
+			recv_finish(m->rreq, &m->hent.key, m->size, NULL,
+				    status, d);
 		if (m->flags & PCORI_MCB_DMA_DATA)
 			pcori_dma_free(m->data);
 		pcori_mcb_release(m);

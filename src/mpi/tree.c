@@ -187,6 +187,35 @@ static void g_reduce(sched_t *s, const grp_t *g, const void *in, void *out,
 }
 
 /*
+ * The fold to a power of two p2 shared by both allreduces: of the first
+ * 2 * rem members the even one hands work to the odd one, which folds it
+ * in, and later gets the result into out in round last.  Returns the
+ * member's index among the p2 that go on, or -1 for an even one (whose
+ * schedule is complete).
+ */
+static int fold_in(sched_t *s, const grp_t *g, int rem, void *work, void *out,
+		   size_t len, MPI_Op op, MPI_Datatype t, int count,
+		   uint8_t last)
+{
+	int r = g->me;
+	if (r < 2 * rem && r % 2 == 0) {
+		pcori_mpi_sched_send(s, at(g, r + 1), work, len);
+		pcori_mpi_sched_fence(s);
+		s->round = last;
+		pcori_mpi_sched_recv(s, at(g, r + 1), out, len);
+		pcori_mpi_sched_fence(s);
+		return -1;
+	}
+	if (r >= 2 * rem)
+		return r - rem;
+	void *tmp = pcori_mpi_sched_alloc(s, len);
+	pcori_mpi_sched_recv(s, at(g, r - 1), tmp, len);
+	pcori_mpi_sched_fence(s);
+	pcori_mpi_sched_reduce(s, op, t, tmp, work, count);
+	return r / 2;
+}
+
+/*
  * Recursive doubling, pairs folded lower member first.  With n not a
  * power of two, the first 2 * rem members pair off: the even one hands
  * its data to the odd one and gets the result back at the end.
@@ -206,23 +235,10 @@ static void g_allreduce(sched_t *s, const grp_t *g, const void *in, void *out,
 	int rem = n - p2, v;
 	void *work = pcori_mpi_sched_alloc(s, len);
 	pcori_mpi_sched_copy(s, in, work, len);
-	if (r < 2 * rem && r % 2 == 0) {
-		pcori_mpi_sched_send(s, at(g, r + 1), work, len);
-		pcori_mpi_sched_fence(s);
-		s->round = (uint8_t)(base + 1 + logp);
-		pcori_mpi_sched_recv(s, at(g, r + 1), out, len);
-		pcori_mpi_sched_fence(s);
+	v = fold_in(s, g, rem, work, out, len, op, t, count,
+		    (uint8_t)(base + 1 + logp));
+	if (v < 0)
 		return;
-	}
-	if (r < 2 * rem) {
-		void *tmp = pcori_mpi_sched_alloc(s, len);
-		pcori_mpi_sched_recv(s, at(g, r - 1), tmp, len);
-		pcori_mpi_sched_fence(s);
-		pcori_mpi_sched_reduce(s, op, t, tmp, work, count);
-		v = r / 2;
-	} else {
-		v = r - rem;
-	}
 	for (int mask = 1, i = 0; mask < p2; mask <<= 1, i++) {
 		int pv = v ^ mask;
 		int peer = at(g, pv < rem ? 2 * pv + 1 : pv + rem);
@@ -274,24 +290,12 @@ static void g_allreduce_rsag(sched_t *s, const grp_t *g, const void *in,
 	int rem = n - p2, v;
 	char *work = out;
 	pcori_mpi_sched_copy(s, in, work, len);
-	if (r < 2 * rem && r % 2 == 0) {
-		pcori_mpi_sched_send(s, at(g, r + 1), work, len);
-		pcori_mpi_sched_fence(s);
-		s->round = (uint8_t)(base + 1 + 2 * logp);
-		pcori_mpi_sched_recv(s, at(g, r + 1), out, len);
-		pcori_mpi_sched_fence(s);
+	v = fold_in(s, g, rem, work, out, len, op, t, count,
+		    (uint8_t)(base + 1 + 2 * logp));
+	if (v < 0)
 		return;
-	}
-	if (r < 2 * rem) {
-		void *tmp = pcori_mpi_sched_alloc(s, len);
-		pcori_mpi_sched_recv(s, at(g, r - 1), tmp, len);
-		pcori_mpi_sched_fence(s);
-		pcori_mpi_sched_reduce(s, op, t, tmp, work, count);
-		v = r / 2;
-	} else {
-		v = r - rem;
-	}
-	/* Element offsets of the blocks; a half is at most count - count/2. */
+		/* Element offsets of the blocks; a half is at most count -
+		 * count/2. */
 #define EOFF(j) ((size_t)count / p2 * (j) + (size_t)count % p2 * (j) / p2)
 	char *half = pcori_mpi_sched_alloc(s, (count - count / 2) * es);
 	int lo = 0, hi = p2;
