@@ -310,6 +310,7 @@ struct pcori_txstream {
 	_Atomic uint64_t rto_ns; /* oldest unacknowledged goes again then */
 	uint32_t rto_shift;    /* consecutive timeouts (backoff) */
 	uint64_t stalled_ns;   /* the first of them */
+	uint32_t stall_heard;  /* peer->heard then */
 	pcori_list_t timer_link; /* in pcori_net.timers while waiting */
 };
 
@@ -411,6 +412,12 @@ struct pcori_peer {
 	pcori_rndv_t *rndv;      /* receives being pulled from this peer */
 	pcori_list_t acks;       /* rx streams with an ack to send */
 	_Atomic int nacks;       /* length of acks: peeked without rx_lock */
+	/*
+	 * Acks and nacks taken from this peer, for any stream: while it
+	 * moves, the peer reads what we send, however slowly (so a stream
+	 * stalled behind the others is congestion, not a broken path).
+	 */
+	_Atomic uint32_t heard;
 	/* Left normally: lost at this time unless its BYE came first. */
 	_Atomic uint64_t leave_ns;
 };

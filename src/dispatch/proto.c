@@ -980,8 +980,19 @@ static void free_list(pcori_list_t *l)
 	}
 }
 
+/* Something came back from peer over the data path (see peer->heard). */
+static inline void heard_from(pcori_peer_t *peer)
+{
+	/* One writer at a time is not needed: only a change is looked for. */
+	atomic_store_explicit(
+	    &peer->heard,
+	    atomic_load_explicit(&peer->heard, memory_order_relaxed) + 1,
+	    memory_order_relaxed);
+}
+
 static void on_ack(pcori_peer_t *peer, int32_t thid, uint32_t upto)
 {
+	heard_from(peer);
 	pcori_txstream_t *ts =
 	    atomic_load_explicit(&peer->tx[thid], memory_order_acquire);
 	if (!ts)
@@ -1006,6 +1017,7 @@ static void on_nack(pcori_port_t *port, pcori_peer_t *peer, int32_t thid,
 {
 	pcori_txstream_t *ts =
 	    atomic_load_explicit(&peer->tx[thid], memory_order_acquire);
+	heard_from(peer);
 	if (!ts)
 		return;
 	atomic_fetch_add_explicit(&port->st.nack_rcvd, 1, memory_order_relaxed);
@@ -2470,17 +2482,30 @@ static int watch_run(void)
 	return n;
 }
 
-/* Resend what waits for its time.  Returns messages posted. */
 /*
- * How long a stream may go without any ack although it resends: then the
- * data path to that peer is taken for broken, whatever the directory
- * says (it may see the peer alive over another network).
+ * How long a stream may resend while its peer sends back no ack or nack
+ * at all, for any stream: then the data path to that peer is taken for
+ * broken, whatever the directory says (it may see the peer alive over
+ * another network).
  */
 static uint64_t stall_bound_ns(void)
 {
 	uint64_t a = (uint64_t)pcori_rt.cfg.peer_timeout_ms * 2000000u;
 	uint64_t b = (uint64_t)pcori_rt.cfg.rto_ms * 4000000u;
 	return PCORI_MAX(a, b);
+}
+
+/*
+ * Whether resends are what carries ts's messages to peer.  A lossless
+ * port's provider delivers or reports an error itself, and a peer that
+ * reads slowly (a 2-core machine under a flood stalls a connection for
+ * seconds) is congestion, not a lost path: there, the directory alone
+ * tells a silent peer from a slow one.
+ */
+static bool lossy_route(pcori_peer_t *peer)
+{
+	const pcori_route_t *rt = pcori_peer_route(peer);
+	return !rt || !rt->port->lossless;
 }
 
 /*
@@ -2502,6 +2527,7 @@ static void give_up(pcori_txstream_t *ts, uint64_t now)
 	pcori_txstream_fail(ts, PCOR_ERR_UNREACHABLE, true);
 }
 
+/* Resend what waits for its time.  Returns messages posted. */
 int pcori_timers_run(void)
 {
 	if (PCORI_UNLIKELY(atomic_load_explicit(&pcori_net.routes_stale,
@@ -2536,9 +2562,15 @@ int pcori_timers_run(void)
 		pcori_list_remove(&ts->timer_link);
 		if (ts->rto_ns && ts->rto_ns <= now &&
 		    !pcori_list_empty(&ts->sent)) {
-			if (!ts->rto_shift)
+			uint32_t heard = atomic_load_explicit(
+			    &ts->peer->heard, memory_order_relaxed);
+			/* Counted from the first timeout, or the last word. */
+			if (!ts->rto_shift || heard != ts->stall_heard) {
 				ts->stalled_ns = now;
-			if (now - ts->stalled_ns >= stall_bound_ns()) {
+				ts->stall_heard = heard;
+			}
+			if (now - ts->stalled_ns >= stall_bound_ns() &&
+			    lossy_route(ts->peer)) {
 				give_up(ts, now);
 				continue; /* unlocked; off every list */
 			}
