@@ -387,6 +387,8 @@ static int on_frame(pcori_conn_t *c, int type, pcori_rbuf_t *r, void *ctx)
 		return pcori_r_done(r) ? PCOR_OK : PCOR_ERR_PROTO;
 	case PCORI_CTL_FENCED:
 		return pcori_live_fenced(c->pid, r);
+	case PCORI_CTL_SILENT:
+		return pcori_live_silent(c->pid, r);
 	case PCORI_CTL_REPLY: {
 		uint32_t reqid = pcori_r_u32(r);
 		int status = (int32_t)pcori_r_u32(r);

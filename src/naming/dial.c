@@ -25,6 +25,14 @@
  * declared lost for its silence is told so (FENCED) before the close: if
  * it was only stopped and resumes, it learns it is out, says so, and
  * every peer refuses it (a lost pid is never taken back).
+ *
+ * That verdict is the job's, not one member's: the others may have timed
+ * the same silence a moment later (and, the process resumed meanwhile,
+ * hear it again), or have no open connection to it at all (its
+ * handshake was under way when it stopped; a launcher asked about a
+ * stopped process says it runs).  So whoever fences a peer for silence
+ * tells every other member (SILENT), and each fences it too: the fenced
+ * process, which takes everyone for lost once told, and the rest agree.
  * Runs on the agent thread.
  */
 #include "naming_priv.h"
@@ -276,6 +284,68 @@ uint64_t pcori_dial_expire(uint64_t now)
 	return next;
 }
 
+/* Tell c's process it is out, and close c. */
+static void fence(pcori_conn_t *c, uint64_t ms)
+{
+	pcori_wbuf_t w = {0};
+	pcori_frame_begin(&w, PCORI_CTL_FENCED);
+	pcori_w_u32(&w, (uint32_t)PCORI_MIN(ms, UINT32_MAX));
+	if (pcori_frame_end(&w)) {
+		/* Queued in the kernel for when it resumes. */
+		pcori_conn_send(c, &w);
+		pcori_conn_flush(c);
+	}
+	pcori_wbuf_free(&w);
+	c->dead = PCOR_ERR_TIMEDOUT;
+}
+
+static bool open_peer(const pcori_conn_t *c)
+{
+	return !c->dead && c->pid >= 0 && c->state == PCORI_CONN_OPEN &&
+	       pcori_agent_is_peer(c);
+}
+
+/* Tell every other member that pid is fenced out for ms of silence. */
+static void tell_silent(int pid, uint64_t ms)
+{
+	pcori_wbuf_t w = {0};
+	pcori_frame_begin(&w, PCORI_CTL_SILENT);
+	pcori_w_u32(&w, (uint32_t)pid);
+	pcori_w_u32(&w, (uint32_t)PCORI_MIN(ms, UINT32_MAX));
+	if (pcori_frame_end(&w)) {
+		pcori_list_t *pos;
+		pcori_list_foreach(pos, &NM.conns)
+		{
+			pcori_conn_t *c =
+				PCORI_CONTAINER_OF(pos, pcori_conn_t, link);
+			if (c->pid != pid && open_peer(c))
+				pcori_agent_push(c, &w);
+		}
+	}
+	pcori_wbuf_free(&w);
+}
+
+int pcori_live_silent(int from, pcori_rbuf_t *r)
+{
+	uint32_t pid = pcori_r_u32(r);
+	uint32_t ms = pcori_r_u32(r);
+	if (!pcori_r_done(r) || pid > INT32_MAX)
+		return PCOR_ERR_PROTO;
+	pcori_view_t *e = pcori_agent_view((int)pid);
+	/* About us: its FENCED tells us, if it can reach us at all. */
+	if (!e || (int)pid == NM.boot.pid || !pcori_agent_view_live(e))
+		return PCOR_OK;
+	PCORI_WARN(PCORI_SUB_NAMING,
+		   "agent: process %d declared process %d lost after %u ms "
+		   "of silence: fencing it out here too",
+		   from, (int)pid, ms);
+	if (e->conn && !e->conn->dead)
+		fence(e->conn, ms); /* reaped: the failure event */
+	else
+		pcori_agent_member_gone(e, false);
+	return PCOR_OK;
+}
+
 uint64_t pcori_live_tick(uint64_t now)
 {
 	static uint64_t last_tick;
@@ -296,8 +366,7 @@ uint64_t pcori_live_tick(uint64_t now)
 	pcori_list_foreach(pos, &NM.conns)
 	{
 		pcori_conn_t *c = PCORI_CONTAINER_OF(pos, pcori_conn_t, link);
-		if (c->dead || c->pid < 0 || c->state != PCORI_CONN_OPEN ||
-		    !pcori_agent_is_peer(c))
+		if (!open_peer(c))
 			continue;
 		if (stalled)
 			c->last_rx_ns = now;
@@ -312,16 +381,8 @@ uint64_t pcori_live_tick(uint64_t now)
 						   : "?",
 				   (unsigned long long)ms,
 				   (long long)NM.peer_timeout_ms);
-			pcori_wbuf_t w = {0};
-			pcori_frame_begin(&w, PCORI_CTL_FENCED);
-			pcori_w_u32(&w, (uint32_t)PCORI_MIN(ms, UINT32_MAX));
-			if (pcori_frame_end(&w)) {
-				/* Queued in the kernel for when it resumes. */
-				pcori_conn_send(c, &w);
-				pcori_conn_flush(c);
-			}
-			pcori_wbuf_free(&w);
-			c->dead = PCOR_ERR_TIMEDOUT;
+			fence(c, ms);
+			tell_silent(c->pid, ms);
 			continue;
 		}
 		if (now - c->last_tx_ns >= idle && ping.len) {

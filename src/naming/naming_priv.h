@@ -82,6 +82,11 @@ typedef enum pcori_ctl_type {
 	 * are declared lost; u32 silence in ms.  The receiver is fenced out.
 	 */
 	PCORI_CTL_FENCED,
+	/*
+	 * agent to agent: u32 pid, u32 ms: we declared pid lost after that
+	 * much silence and fenced it out; the receiver does the same.
+	 */
+	PCORI_CTL_SILENT,
 	PCORI_CTL_TYPE_MAX_
 } pcori_ctl_type_t;
 
@@ -473,6 +478,8 @@ uint64_t pcori_dial_expire(uint64_t now);
 uint64_t pcori_live_tick(uint64_t now);
 /* A FENCED frame arrived from pid: we were declared lost. */
 int pcori_live_fenced(int pid, pcori_rbuf_t *r);
+/* A SILENT frame arrived from member `from`: follow its verdict. */
+int pcori_live_silent(int from, pcori_rbuf_t *r);
 /* TCP_USER_TIMEOUT for control sockets made from now on (0: leave). */
 void pcori_sock_set_user_timeout(int64_t ms);
 void pcori_agent_stop(void);
