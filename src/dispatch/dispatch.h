@@ -273,6 +273,7 @@ typedef struct pcori_txmsg {
 	uint32_t cts_w;        /* streamed rendezvous: last window asked */
 	pcori_list_t slink;    /* in the stream's list of such messages */
 	size_t held;           /* send budget it holds (pcori_tx_cost) */
+	uint64_t posted_ns;    /* first posted (round-trip samples) */
 } pcori_txmsg_t;
 
 #define PCORI_TXM_RNDV 0x01u     /* rendezvous */
@@ -284,6 +285,8 @@ typedef struct pcori_txmsg {
 #define PCORI_TXM_DEAD 0x40u     /* peer lost: only completions remain */
 #define PCORI_TXM_BUILT 0x80u    /* rendezvous request bytes are ready */
 #define PCORI_TXM_OVERSIZE 0x100u /* its data alone exceeds the budget */
+#define PCORI_TXM_RESEND 0x200u  /* asked for again; the queue was full */
+#define PCORI_TXM_RETX 0x400u    /* sent more than once: no RTT sample */
 
 /* Per (local thread -> peer process): ordering, acks, retransmission. */
 struct pcori_txstream {
@@ -307,8 +310,11 @@ struct pcori_txstream {
 	 */
 	bool probing;
 	bool resync;           /* earlier messages were failed: say so */
+	bool resend;           /* some of sent are PCORI_TXM_RESEND */
 	_Atomic uint64_t rto_ns; /* oldest unacknowledged goes again then */
 	uint32_t rto_shift;    /* consecutive timeouts (backoff) */
+	/* Smoothed round trip and its variation (RFC 6298), 0: no sample. */
+	uint64_t srtt_ns, rttvar_ns;
 	uint64_t stalled_ns;   /* the first of them */
 	uint32_t stall_heard;  /* peer->heard then */
 	pcori_list_t timer_link; /* in pcori_net.timers while waiting */
@@ -333,6 +339,8 @@ typedef struct pcori_rxstream {
 	pcori_list_t held;      /* frames that came ahead of their turn */
 	uint32_t nheld;
 	uint32_t gap_nacked;    /* seq + 1 of the gap last asked for; 0: none */
+	uint32_t gap_held;      /* nheld then */
+	uint32_t held_top;      /* highest first frame held (if nheld) */
 	bool throttled;         /* took an MCB outside the pool: acks stop */
 	uint32_t throttle_seq;  /* short of this seq until none is left */
 } pcori_rxstream_t;

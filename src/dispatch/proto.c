@@ -46,7 +46,18 @@
 #define BACKOFF_MIN_US 100u
 #define BACKOFF_MAX_US 50000u
 #define READ_CHUNK     ((size_t)8 << 20)
-#define GAP_HELD       32u /* frames held behind a gap before asking */
+/*
+ * Frames held behind a gap before the receiver asks for what is missing
+ * (more than one: a fabric that reorders should not cost a resend).
+ */
+#define GAP_HELD       2u
+/*
+ * Frames held since a gap was asked for before it is asked for again
+ * (the NACK or the resend was lost too): many round trips' worth.
+ */
+#define GAP_REASK      64u
+/* A NACK's frag_idx: 0 refused (go back), this: selective (cookie map). */
+#define NACK_SELECTIVE 1u
 /*
  * Fast path (lossless ports): messages a stream may have sent without an
  * acknowledgement, and how often the receiver acknowledges them.  The
@@ -653,12 +664,43 @@ static void timer_list(pcori_txstream_t *ts)
 	pcori_unlock(&pcori_net.timer_lock);
 }
 
+/*
+ * The retransmission timeout: smoothed round trip plus four times its
+ * variation (RFC 6298) once measured, at least RTO_MIN_NS, and never more
+ * than PCOR_RTO_MS, which is also the value before the first sample (a
+ * loaded fabric's queue makes the round trip; a fixed second made every
+ * loss at the tail of a burst cost a second).  The floor is for a
+ * rendezvous, acknowledged only once its data is in, and for a loaded
+ * machine's scheduling: a timeout too eager only sends a duplicate.
+ */
+#define RTO_MIN_NS 50000000u
+static uint64_t rto_base(const pcori_txstream_t *ts)
+{
+	uint64_t max = (uint64_t)pcori_rt.cfg.rto_ms * 1000000u;
+	if (!ts->srtt_ns)
+		return max;
+	uint64_t r = ts->srtt_ns + 4 * ts->rttvar_ns;
+	return PCORI_MIN(PCORI_MAX(r, (uint64_t)RTO_MIN_NS), max);
+}
+
+/* A round-trip sample from a message acknowledged on its first send. */
+static void rtt_sample(pcori_txstream_t *ts, uint64_t r)
+{
+	if (!ts->srtt_ns) {
+		ts->srtt_ns = r;
+		ts->rttvar_ns = r / 2;
+		return;
+	}
+	uint64_t dev = r > ts->srtt_ns ? r - ts->srtt_ns : ts->srtt_ns - r;
+	ts->rttvar_ns = (3 * ts->rttvar_ns + dev) / 4;
+	ts->srtt_ns = (7 * ts->srtt_ns + r) / 8;
+}
+
 /* Arm the retransmission timeout for the oldest unacknowledged. */
 static void rto_arm(pcori_txstream_t *ts)
 {
 	PCORI_ASSERT_LOCKED(&ts->lock);
-	uint64_t rto = (uint64_t)pcori_rt.cfg.rto_ms * 1000000u
-		       << PCORI_MIN(ts->rto_shift, 4u);
+	uint64_t rto = rto_base(ts) << PCORI_MIN(ts->rto_shift, 4u);
 	bool listed = ts->rto_ns || ts->resume_ns;
 	atomic_store_explicit(&ts->rto_ns, pcori_now_ns() + rto,
 			      memory_order_relaxed);
@@ -687,6 +729,7 @@ static int flush_waiting(pcori_txstream_t *ts)
 	while (!pcori_list_empty(&ts->waiting)) {
 		pcori_txmsg_t *m =
 		    PCORI_CONTAINER_OF(ts->waiting.next, pcori_txmsg_t, link);
+		bool again = m->flags & PCORI_TXM_SENT;
 		int rc = txm_post(m);
 		if (rc == PCOR_ERR_AGAIN) {
 			timer_arm(ts, pcori_now_ns() + 20000);
@@ -706,6 +749,10 @@ static int flush_waiting(pcori_txstream_t *ts)
 				txm_free(m);
 			continue;
 		}
+		if (again)
+			m->flags |= PCORI_TXM_RETX;
+		else
+			m->posted_ns = pcori_now_ns();
 		pcori_list_push_back(&ts->sent, &m->link);
 		if (!ts->rto_ns)
 			rto_arm(ts);
@@ -927,17 +974,21 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 static void ack_upto(pcori_txstream_t *ts, uint32_t upto, pcori_list_t *dead,
 		     deferred_t *d)
 {
-	if (seq_lt(ts->acked, upto) && !seq_lt(ts->next_seq, upto))
+	bool moved = seq_lt(ts->acked, upto) && !seq_lt(ts->next_seq, upto);
+	if (moved)
 		ts->acked = upto;
 	/*
 	 * From the head each time: the lock may go while completions run,
 	 * and then other threads change the list (a saved next is stale).
 	 */
+	uint64_t sent_ns = 0;
 	while (!pcori_list_empty(&ts->sent)) {
 		pcori_txmsg_t *m =
 		    PCORI_CONTAINER_OF(ts->sent.next, pcori_txmsg_t, link);
 		if (!seq_lt(m->seq, upto))
 			break;
+		if (!(m->flags & PCORI_TXM_RETX)) /* Karn: first sends only */
+			sent_ns = m->posted_ns;
 		m->flags |= PCORI_TXM_ACKED;
 		ts->probing = false; /* the receiver takes messages again */
 		/* sendDMA rendezvous: the buffer is needed until FIN. */
@@ -961,10 +1012,13 @@ static void ack_upto(pcori_txstream_t *ts, uint32_t upto, pcori_list_t *dead,
 			pcori_lock(&ts->lock);
 		}
 	}
+	if (sent_ns)
+		rtt_sample(ts, pcori_now_ns() - sent_ns);
 	ts->backoff_us = BACKOFF_MIN_US;
 	ts->resync = false; /* the receiver follows us again */
-	/* Progress: the timeout restarts from now, or stops. */
-	ts->rto_shift = 0;
+	/* Progress: the timeout restarts from now (backed off no more). */
+	if (moved)
+		ts->rto_shift = 0;
 	if (pcori_list_empty(&ts->sent))
 		atomic_store_explicit(&ts->rto_ns, 0, memory_order_relaxed);
 	else
@@ -1012,8 +1066,52 @@ static void on_ack(pcori_peer_t *peer, int32_t thid, uint32_t upto)
 
 static void go_back(pcori_txstream_t *ts, uint32_t seq);
 
+/*
+ * Post again the messages of sent marked PCORI_TXM_RESEND, in order; a
+ * full queue leaves the rest marked for the timer.  Lock held.
+ */
+static void resend_marked(pcori_port_t *port, pcori_txstream_t *ts)
+{
+	ts->resend = false;
+	pcori_list_t *pos;
+	pcori_list_foreach (pos, &ts->sent) {
+		pcori_txmsg_t *m = PCORI_CONTAINER_OF(pos, pcori_txmsg_t, link);
+		if (!(m->flags & PCORI_TXM_RESEND))
+			continue;
+		m->window = 0;
+		if (txm_post(m) != PCOR_OK) {
+			ts->resend = true;
+			timer_arm(ts, pcori_now_ns() + 20000);
+			return;
+		}
+		m->flags &= (uint16_t)~PCORI_TXM_RESEND;
+		m->flags |= PCORI_TXM_RETX;
+		if (port)
+			atomic_fetch_add_explicit(&port->st.retx, 1,
+						  memory_order_relaxed);
+	}
+}
+
+/*
+ * A selective NACK: send again the messages of map (bit d: seq + d) that
+ * are still unacknowledged, and nothing else -- the receiver holds the
+ * rest.  Lock held.
+ */
+static void resend_some(pcori_port_t *port, pcori_txstream_t *ts,
+			uint32_t seq, uint32_t map)
+{
+	pcori_list_t *pos;
+	pcori_list_foreach (pos, &ts->sent) {
+		pcori_txmsg_t *m = PCORI_CONTAINER_OF(pos, pcori_txmsg_t, link);
+		uint32_t d = m->seq - seq;
+		if (d < 32 && (map & (1u << d)))
+			m->flags |= PCORI_TXM_RESEND;
+	}
+	resend_marked(port, ts);
+}
+
 static void on_nack(pcori_port_t *port, pcori_peer_t *peer, int32_t thid,
-		    uint32_t seq)
+		    uint32_t seq, uint32_t frag_idx, uint64_t map)
 {
 	pcori_txstream_t *ts =
 	    atomic_load_explicit(&peer->tx[thid], memory_order_acquire);
@@ -1022,6 +1120,11 @@ static void on_nack(pcori_port_t *port, pcori_peer_t *peer, int32_t thid,
 		return;
 	atomic_fetch_add_explicit(&port->st.nack_rcvd, 1, memory_order_relaxed);
 	pcori_lock(&ts->lock);
+	if (frag_idx == NACK_SELECTIVE) {
+		resend_some(port, ts, seq, (uint32_t)map);
+		pcori_unlock(&ts->lock);
+		return;
+	}
 	go_back(ts, seq);
 	uint64_t when = pcori_now_ns() + (uint64_t)ts->backoff_us * 1000;
 	ts->backoff_us = PCORI_MIN(ts->backoff_us * 2, BACKOFF_MAX_US);
@@ -1045,6 +1148,7 @@ static void go_back(pcori_txstream_t *ts, uint32_t seq)
 			continue;
 		pcori_list_remove(pos);
 		m->window = 0;
+		m->flags &= (uint16_t)~PCORI_TXM_RESEND; /* all go again */
 		pcori_list_push_back(&back, pos);
 	}
 	if (!pcori_list_empty(&back)) {
@@ -1511,6 +1615,7 @@ static int start_message(pcori_peer_t *peer, pcori_rxstream_t *rs,
 typedef struct held {
 	pcori_list_t link;
 	uint32_t seq;
+	bool first; /* a message's first frame (or its RTS) */
 	size_t len;
 	uint8_t msg[];
 } held_t;
@@ -1574,6 +1679,48 @@ static order_verdict_t in_order(const pcori_rxstream_t *rs,
 	return rs->refused ? ORDER_DROP : ORDER_HOLD;
 }
 
+/*
+ * Ask for what held frames wait for, rather than at the sender's timeout:
+ * the message the stream expects and, in a map of the 32 from it, every
+ * later one of which no first frame is held, up to the last held (beyond
+ * it nothing may have been sent yet).  The sender sends those again and
+ * only those (selective repeat: what is held stays held).  Once per gap,
+ * and again while frames keep coming behind it (the NACK or the resend
+ * was lost as well) rather than wait for the sender's timeout.  Lock held.
+ */
+static void gap_nack(pcori_port_t *port, pcori_peer_t *peer,
+		     pcori_rxstream_t *rs)
+{
+	uint32_t missing = rs->active ? rs->expected - 1 : rs->expected;
+	if (rs->refused || !rs->nheld ||
+	    (rs->gap_nacked == missing + 1 &&
+	     rs->nheld < rs->gap_held + GAP_REASK))
+		return;
+	uint32_t have = 0, top = 0, seen = 0;
+	pcori_list_t *pos;
+	/* Held frames come mostly in order: the first ones tell. */
+	pcori_list_foreach (pos, &rs->held) {
+		const held_t *f = PCORI_CONTAINER_OF(pos, held_t, link);
+		uint32_t d = f->seq - missing;
+		if (++seen > 4 * 32)
+			break;
+		if (d >= 32)
+			continue;
+		if (f->first)
+			have |= 1u << d;
+		top = PCORI_MAX(top, d);
+	}
+	uint32_t want = 1; /* the message in progress: every fragment */
+	for (uint32_t d = 1; d < top; d++)
+		if (!(have & (1u << d)))
+			want |= 1u << d;
+	rs->gap_nacked = missing + 1;
+	rs->gap_held = rs->nheld;
+	atomic_fetch_add_explicit(&port->st.nack_sent, 1, memory_order_relaxed);
+	send_ctl(peer, PCORI_W_NACK, rs->thid, missing, want, NACK_SELECTIVE,
+		 NULL);
+}
+
 /* Keep a copy of a frame ahead of its turn.  Lock held. */
 static void hold(pcori_port_t *port, pcori_peer_t *peer, pcori_rxstream_t *rs,
 		 const pcori_wire_hdr_t *h, const uint8_t *payload)
@@ -1594,26 +1741,36 @@ static void hold(pcori_port_t *port, pcori_peer_t *peer, pcori_rxstream_t *rs,
 		return;
 	}
 	f->seq = h->seq;
+	f->first = h->type == PCORI_W_RTS || h->frag_idx == 0;
 	f->len = len;
 	/* Kept as a frame: it may have come in another port's own form. */
 	pcori_wire_encode(h, f->msg);
 	if (h->frag_len)
 		memcpy(f->msg + PCORI_WIRE_HDR_SIZE, payload, h->frag_len);
+	uint32_t before = rs->nheld ? rs->held_top : rs->expected - 1;
 	pcori_list_push_back(&rs->held, &f->link);
 	rs->nheld++;
 	atomic_fetch_add_explicit(&port->st.held, 1, memory_order_relaxed);
 	/*
-	 * Many frames behind one gap: the missing one was likely lost by
-	 * the fabric.  Ask for it now rather than at the sender's timeout
-	 * (once per gap; it comes back as a resend, the rest as duplicates).
+	 * A later gap, seen as a jump between first frames held: ask for
+	 * what it skipped at once, not when the replay reaches it (one round
+	 * trip per gap, each behind the sender's whole queue).
 	 */
-	uint32_t missing = rs->active ? rs->expected - 1 : rs->expected;
-	if (rs->nheld >= GAP_HELD && rs->gap_nacked != missing + 1) {
-		rs->gap_nacked = missing + 1;
-		atomic_fetch_add_explicit(&port->st.nack_sent, 1,
-					  memory_order_relaxed);
-		send_ctl(peer, PCORI_W_NACK, h->src_thid, missing, 0, 0, NULL);
+	if (f->first && seq_lt(before, h->seq)) {
+		rs->held_top = h->seq;
+		uint32_t skip = h->seq - before - 1;
+		if (skip && seq_lt(rs->expected, before + 1)) {
+			uint32_t map = skip >= 32 ? UINT32_MAX
+						  : (1u << skip) - 1;
+			atomic_fetch_add_explicit(&port->st.nack_sent, 1,
+						  memory_order_relaxed);
+			send_ctl(peer, PCORI_W_NACK, rs->thid, before + 1,
+				 map, NACK_SELECTIVE, NULL);
+		}
 	}
+	/* Frames behind the gap at the head: the missing ones were lost. */
+	if (rs->nheld >= GAP_HELD)
+		gap_nack(port, peer, rs);
 }
 
 static void rs_abandon(pcori_peer_t *peer, pcori_rxstream_t *rs, int status,
@@ -1706,8 +1863,16 @@ static bool rx_data(pcori_port_t *port, pcori_peer_t *peer,
 			refuse(port, peer, rs, h);
 			goto out;
 		}
-		if (rs->refused) /* the sender waits for this one's ack */
+		if (rs->refused) {
+			/*
+			 * The sender waits for this one's ack, and what we
+			 * dropped after it must come again: say from where
+			 * (its timeout may have sent this one alone).
+			 */
 			ack_schedule(peer, rs, true);
+			send_ctl(peer, PCORI_W_NACK, h->src_thid, rs->expected,
+				 0, 0, NULL);
+		}
 		rs->refused = false;
 	}
 	pcori_frag_verdict_t v = pcori_reasm_accept(&rs->reasm, h->frag_idx);
@@ -2238,6 +2403,9 @@ static void replay(pcori_port_t *port, pcori_peer_t *peer, int32_t thid)
 					break;
 				}
 			}
+		/* Stopped at the next gap: ask for it at once. */
+		if (rs && !take)
+			gap_nack(port, peer, rs);
 		pcori_unlock(&peer->rx_lock);
 		if (!take)
 			return;
@@ -2347,7 +2515,8 @@ static bool recv_decoded(pcori_port_t *port, const pcori_wire_hdr_t *h,
 		on_ack(peer, h->dst_thid, h->seq);
 		break;
 	case PCORI_W_NACK:
-		on_nack(port, peer, h->dst_thid, h->seq);
+		on_nack(port, peer, h->dst_thid, h->seq, h->frag_idx,
+			h->cookie);
 		break;
 	case PCORI_W_FIN:
 		on_fin_frame(peer, h->dst_thid, h->cookie);
@@ -2574,15 +2743,20 @@ int pcori_timers_run(void)
 				give_up(ts, now);
 				continue; /* unlocked; off every list */
 			}
-			/* No ack for too long: the fabric may have lost one. */
+			/*
+			 * No ack for too long: the fabric lost the oldest, or
+			 * the NACK for it.  Only it goes again: the receiver
+			 * holds what follows, or asks for it once this is in.
+			 */
 			pcori_txmsg_t *m = PCORI_CONTAINER_OF(
 			    ts->sent.next, pcori_txmsg_t, link);
 			PCORI_INFO(PCORI_SUB_DISPATCH,
 				   "peer %d: no ack for seq %u: sending again",
 				   ts->peer->pid, m->seq);
-			go_back(ts, m->seq);
-			ts->probing = true;
+			m->flags |= PCORI_TXM_RESEND;
+			ts->resend = true;
 			ts->rto_shift++;
+			rto_arm(ts); /* from now, backed off */
 			atomic_store_explicit(&ts->resume_ns, 0,
 					      memory_order_relaxed);
 		}
@@ -2594,6 +2768,8 @@ int pcori_timers_run(void)
 				atomic_fetch_add_explicit(
 				    &pcori_peer_route(ts->peer)->port->st.retx,
 				    1, memory_order_relaxed);
+		if (ts->resend && !ts->resume_ns)
+			resend_marked(NULL, ts);
 		if (!ts->resume_ns)
 			n += flush_waiting(ts);
 		while (!pcori_list_empty(&ts->streaming) && !ts->resume_ns) {

@@ -8,7 +8,8 @@
  *                      its end: the receiver's pool fills and it refuses;
  *                      then pid 0's budget fills and its sends wait
  *                      PCOR_BACKPRESSURE_MS and return PCOR_ERR_AGAIN.
- *                      After REFUSALS refusals in a row pid 0 publishes a
+ *                      After REFUSALS refusals in a row (or MAX_REFUSED in
+ *                      all) pid 0 publishes a
  *                      name; thread 1 then drains the round while pid 0
  *                      sends the rest of it (retrying refused sends now)
  *                      and an end marker carrying the count and a hash of
@@ -63,6 +64,11 @@
 #define RSS_CHECKED 1
 #endif
 #define REFUSALS 4
+/*
+ * Refusals recorded: acks that trickle in between (a loaded machine) can
+ * let a send through after a refusal, so refusals need not come in a row.
+ */
+#define MAX_REFUSED 64
 #define END_MAGIC 0x454e4421u /* "END!" */
 #define FAST_WINDOW 256       /* proto.c: fast messages per stream */
 
@@ -83,7 +89,7 @@ typedef struct end_marker {
 	uint64_t count;
 	uint64_t hash;
 	uint32_t nrefused;
-	uint32_t refused[REFUSALS];
+	uint32_t refused[MAX_REFUSED];
 } end_marker_t;
 
 /* ------------------------------------------------------------ memory */
@@ -229,7 +235,9 @@ static void send_round(sender_t *s, int round, uint64_t deadline)
 	int i = 0, in_row = 0;
 	int64_t held_at_full = 0, msgs_at_full = 0, rss_at_full = 0;
 	/* Phase 1: the receiver takes nothing; go until refused in a row. */
-	for (; i < rd->count && in_row < REFUSALS; i++) {
+	for (; i < rd->count && in_row < REFUSALS &&
+	       end.nrefused < MAX_REFUSED;
+	     i++) {
 		fill(s->buf, round, (uint32_t)i);
 		int rc = send_one(s, s->buf, rd->size, true);
 		if (rc == PCOR_OK) {
@@ -253,7 +261,7 @@ static void send_round(sender_t *s, int round, uint64_t deadline)
 		CHECK(pcori_now_ns() < deadline);
 	}
 	/* The budgets are far below a round: it must have been refused. */
-	CHECK(in_row == REFUSALS);
+	CHECK(in_row == REFUSALS || end.nrefused == MAX_REFUSED);
 	sample();
 	CHECK(msgs_at_full > 0);
 	printf("round %d (%d x %zu B): refused at message %d; %lld bytes "
@@ -323,7 +331,13 @@ static void run_sender(uint64_t deadline)
 	       s.retries);
 	CHECK(s.refusals >= NROUNDS * REFUSALS);
 	check_rss(bound);
-	/* Everything went: nothing is held any more. */
+	/*
+	 * Everything went: nothing is held any more, once the provider gave
+	 * back what a resend still had in flight when its ack came.
+	 */
+	uint64_t drained = pcori_now_ns() + 10 * 1000000000ull;
+	while (atomic_load(&pcori_net.txb.held) && pcori_now_ns() < drained)
+		pcori_progress();
 	CHECK(atomic_load(&pcori_net.txb.held) == 0);
 	free(s.buf);
 	free(s.hs);
@@ -365,7 +379,8 @@ static void *drain_thread(void *arg)
 				CHECK(end.round == (uint32_t)r);
 				CHECK(end.count == count);
 				CHECK(end.hash == hash);
-				CHECK(end.nrefused == REFUSALS);
+				CHECK(end.nrefused >= REFUSALS &&
+				      end.nrefused <= MAX_REFUSED);
 				printf("round %d: %llu messages arrived in order "
 				       "and intact, none of the %u refused\n",
 				       r, (unsigned long long)count,
