@@ -273,7 +273,7 @@ typedef struct pcori_txmsg {
 	uint32_t cts_w;        /* streamed rendezvous: last window asked */
 	pcori_list_t slink;    /* in the stream's list of such messages */
 	size_t held;           /* send budget it holds (pcori_tx_cost) */
-	uint64_t posted_ns;    /* first posted (round-trip samples) */
+	uint64_t posted_ns;    /* last posted (RTT samples, timeouts) */
 } pcori_txmsg_t;
 
 #define PCORI_TXM_RNDV 0x01u     /* rendezvous */
@@ -428,6 +428,7 @@ struct pcori_peer {
 	_Atomic uint32_t heard;
 	/* Left normally: lost at this time unless its BYE came first. */
 	_Atomic uint64_t leave_ns;
+	_Atomic bool bye_acked; /* our BYE reached it (we are leaving) */
 };
 
 /* Inter-process state of this process. */
@@ -559,7 +560,9 @@ void pcori_peer_leaving(int pid);
 /* Lose peers whose grace period is over.  Returns how many. */
 int pcori_peers_reap(void);
 /* Tell every peer we talked to that we leave (after our last acks). */
-void pcori_peers_bye(void);
+/* BYE (with our final acks) to every ready peer that has not
+ * acknowledged one yet.  Returns how many were sent. */
+int pcori_peers_bye(void);
 /* No control message or ack is queued or on its way to a port. */
 bool pcori_ctl_drained(void);
 
@@ -599,12 +602,27 @@ void pcori_rx_fail(pcori_peer_t *peer, int status);
  * fabric lost the last acks (a sender would fail those messages at BYE).
  */
 void pcori_acks_repeat(void);
+/*
+ * peer's route changed: what its streams sent on the old path and is not
+ * acknowledged goes again on the new one (a dead gateway or link may
+ * have taken a whole window, which one resend per timeout would drain
+ * slowly).  Takes the stream locks.
+ */
+void pcori_txstreams_rerouted(pcori_peer_t *peer);
+/*
+ * Every stream's ack point from peer, as (thid, upto) pairs of 32-bit
+ * fields: a BYE's body.  Returns the bytes written (at most cap).
+ */
+size_t pcori_acks_final(pcori_peer_t *peer, uint8_t *buf, size_t cap);
+/* A BYE's body: the acks it carries, taken as if they came alone. */
+void pcori_acks_final_in(pcori_peer_t *peer, const uint8_t *b, size_t len);
 /* Rendezvous received whose FIN is not yet acknowledged. */
 int pcori_rndv_unsettled(void);
 /* Control messages (remote thread creation, leaving). */
 #define PCORI_CTRL_SPAWN 1u
 #define PCORI_CTRL_SPAWNED 2u
-#define PCORI_CTRL_BYE 3u
+#define PCORI_CTRL_BYE 3u     /* body: (thid, ack point) per stream */
+#define PCORI_CTRL_BYE_ACK 4u
 void pcori_ctrl_recv(pcori_peer_t *peer, const pcori_wire_hdr_t *h,
 		     const uint8_t *payload);
 int pcori_ctrl_send(pcori_peer_t *peer, uint32_t op, const void *body,

@@ -561,6 +561,16 @@ static size_t unsettled(void)
 	return n;
 }
 
+/* Ready peers that have not acknowledged our BYE. */
+static int bye_unacked(void)
+{
+	pcori_peer_t *p;
+	int n = 0;
+	for (int i = 0; (p = pcori_peer_next_ready(&i));)
+		n += pcori_peer_route(p) && !atomic_load(&p->bye_acked);
+	return n;
+}
+
 /*
  * Before leaving: send the acks peers wait for, and let live peers take
  * what we sent them (a completed sendCopy may still be pulled from our
@@ -593,7 +603,28 @@ void pcori_net_quiesce(void)
 			pcori_progress();
 		} while (!pcori_ctl_drained() && pcori_now_ns() < end);
 	}
-	pcori_peers_bye();
+	/*
+	 * TIME_WAIT: a BYE lost by the fabric would leave the peer to learn
+	 * of our exit from the directory, and fail as lost what its lost
+	 * acks covered.  So the BYE goes again until acknowledged, for at
+	 * most a peer timeout.
+	 */
+	uint64_t now = pcori_now_ns();
+	uint64_t every = PCORI_MIN((uint64_t)pcori_rt.cfg.rto_ms, 50u) *
+			 1000000u;
+	uint64_t tw_end = PCORI_MIN(
+	    end, now + (uint64_t)pcori_rt.cfg.peer_timeout_ms * 1000000u);
+	uint64_t again = now + every;
+	int waiting = pcori_peers_bye();
+	while (waiting && (now = pcori_now_ns()) < tw_end) {
+		pcori_progress();
+		if (now >= again) {
+			waiting = pcori_peers_bye();
+			again = now + every;
+		} else {
+			waiting = bye_unacked();
+		}
+	}
 	while (pcori_timers_next() == 0 && pcori_now_ns() < end)
 		pcori_progress();
 	if (left)

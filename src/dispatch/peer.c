@@ -265,8 +265,10 @@ static int route_set(pcori_peer_t *peer)
 		return PCOR_ERR_NOMEM;
 	*r = (pcori_route_t){p, dest, e.next_hop, e.hops, e.link_class};
 	pcori_route_t *old = atomic_exchange(&peer->route, r);
-	if (old)
+	if (old) {
 		retire(old);
+		pcori_txstreams_rerouted(peer);
+	}
 	PCORI_INFO(PCORI_SUB_ROUTE,
 		   "peer %d: through port %d (%s), next hop %d, %d hops",
 		   peer->pid, p->index, p->info.network, e.next_hop, e.hops);
@@ -490,12 +492,22 @@ pcori_peer_t *pcori_peer_next_ready(int *i)
 	return NULL;
 }
 
-void pcori_peers_bye(void)
+int pcori_peers_bye(void)
 {
+	size_t cap = pcori_net.frag_size;
+	uint8_t *body = malloc(cap);
 	pcori_peer_t *p;
-	for (int i = 0; (p = pcori_peer_next_ready(&i));)
-		if (pcori_peer_route(p))
-			pcori_ctrl_send(p, PCORI_CTRL_BYE, NULL, 0);
+	int n = 0;
+	for (int i = 0; (p = pcori_peer_next_ready(&i));) {
+		if (!pcori_peer_route(p) || atomic_load(&p->bye_acked))
+			continue;
+		/* Without room for the acks, a bare BYE: they went twice. */
+		size_t len = body ? pcori_acks_final(p, body, cap) : 0;
+		if (pcori_ctrl_send(p, PCORI_CTRL_BYE, body, len) == PCOR_OK)
+			n++;
+	}
+	free(body);
+	return n;
 }
 
 /* Free one peer and what it still holds (finalize: ports are closed). */

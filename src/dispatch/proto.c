@@ -751,8 +751,7 @@ static int flush_waiting(pcori_txstream_t *ts)
 		}
 		if (again)
 			m->flags |= PCORI_TXM_RETX;
-		else
-			m->posted_ns = pcori_now_ns();
+		m->posted_ns = pcori_now_ns();
 		pcori_list_push_back(&ts->sent, &m->link);
 		if (!ts->rto_ns)
 			rto_arm(ts);
@@ -1012,8 +1011,9 @@ static void ack_upto(pcori_txstream_t *ts, uint32_t upto, pcori_list_t *dead,
 			pcori_lock(&ts->lock);
 		}
 	}
+	uint64_t now = pcori_now_ns();
 	if (sent_ns)
-		rtt_sample(ts, pcori_now_ns() - sent_ns);
+		rtt_sample(ts, now - sent_ns);
 	ts->backoff_us = BACKOFF_MIN_US;
 	ts->resync = false; /* the receiver follows us again */
 	/* Progress: the timeout restarts from now (backed off no more). */
@@ -1073,6 +1073,7 @@ static void go_back(pcori_txstream_t *ts, uint32_t seq);
 static void resend_marked(pcori_port_t *port, pcori_txstream_t *ts)
 {
 	ts->resend = false;
+	uint64_t now = pcori_now_ns();
 	pcori_list_t *pos;
 	pcori_list_foreach (pos, &ts->sent) {
 		pcori_txmsg_t *m = PCORI_CONTAINER_OF(pos, pcori_txmsg_t, link);
@@ -1086,6 +1087,7 @@ static void resend_marked(pcori_port_t *port, pcori_txstream_t *ts)
 		}
 		m->flags &= (uint16_t)~PCORI_TXM_RESEND;
 		m->flags |= PCORI_TXM_RETX;
+		m->posted_ns = now;
 		if (port)
 			atomic_fetch_add_explicit(&port->st.retx, 1,
 						  memory_order_relaxed);
@@ -1475,6 +1477,24 @@ static int acks_flush_peer(pcori_peer_t *peer, uint64_t now, bool force)
 	return n;
 }
 
+void pcori_txstreams_rerouted(pcori_peer_t *peer)
+{
+	for (int t = 0; t < pcori_rt.max_threads; t++) {
+		pcori_txstream_t *ts = atomic_load(&peer->tx[t]);
+		if (!ts)
+			continue;
+		pcori_lock(&ts->lock);
+		if (!pcori_list_empty(&ts->sent)) {
+			pcori_txmsg_t *m = PCORI_CONTAINER_OF(
+			    ts->sent.next, pcori_txmsg_t, link);
+			go_back(ts, m->seq);
+			if (!ts->resume_ns)
+				flush_waiting(ts);
+		}
+		pcori_unlock(&ts->lock);
+	}
+}
+
 void pcori_acks_repeat(void)
 {
 	pcori_peer_t *peer;
@@ -1492,6 +1512,32 @@ void pcori_acks_repeat(void)
 			ack_schedule(peer, rs, true);
 		}
 		pcori_unlock(&peer->rx_lock);
+	}
+}
+
+size_t pcori_acks_final(pcori_peer_t *peer, uint8_t *buf, size_t cap)
+{
+	size_t n = 0;
+	pcori_lock(&peer->rx_lock);
+	for (int t = 0; t < pcori_rt.max_threads && n + 8 <= cap; t++) {
+		pcori_rxstream_t *rs = peer->rx[t];
+		if (!rs || !rs->expected)
+			continue;
+		rs->throttled = false; /* leaving: nothing more is taken */
+		pcori_put32(buf + n, (uint32_t)t);
+		pcori_put32(buf + n + 4, ack_point(rs));
+		n += 8;
+	}
+	pcori_unlock(&peer->rx_lock);
+	return n;
+}
+
+void pcori_acks_final_in(pcori_peer_t *peer, const uint8_t *b, size_t len)
+{
+	for (size_t i = 0; i + 8 <= len; i += 8) {
+		uint32_t thid = pcori_get32(b + i);
+		if (thid < (uint32_t)pcori_rt.max_threads)
+			on_ack(peer, (int32_t)thid, pcori_get32(b + i + 4));
 	}
 }
 
@@ -2746,7 +2792,9 @@ int pcori_timers_run(void)
 			/*
 			 * No ack for too long: the fabric lost the oldest, or
 			 * the NACK for it.  Only it goes again: the receiver
-			 * holds what follows, or asks for it once this is in.
+			 * holds what follows or asks for it once this is in
+			 * (a path that changed under a window: see
+			 * pcori_txstreams_rerouted).
 			 */
 			pcori_txmsg_t *m = PCORI_CONTAINER_OF(
 			    ts->sent.next, pcori_txmsg_t, link);

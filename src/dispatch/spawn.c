@@ -63,16 +63,6 @@ typedef struct start_arg {
 	uint8_t data[];
 } start_arg_t;
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
 
 static size_t arg_max(void)
 {
@@ -152,10 +142,10 @@ static void answer_send(pcori_peer_t *peer, uint32_t id, int32_t status,
 {
 	uint8_t reply[CTRL_BODY];
 	memset(reply, 0, sizeof(reply));
-	put32(reply, CTRL_SPAWNED);
-	put32(reply + 4, id);
-	put32(reply + 8, (uint32_t)status);
-	put32(reply + 12, (uint32_t)thid);
+	pcori_put32(reply, CTRL_SPAWNED);
+	pcori_put32(reply + 4, id);
+	pcori_put32(reply + 8, (uint32_t)status);
+	pcori_put32(reply + 12, (uint32_t)thid);
 	pcori_ctrl_send(peer, CTRL_SPAWNED, reply, sizeof(reply));
 }
 
@@ -249,36 +239,46 @@ static uint32_t pending_low(void)
 void pcori_ctrl_recv(pcori_peer_t *peer, const pcori_wire_hdr_t *h,
 		     const uint8_t *b)
 {
-	/* Everything the peer sent before leaving has been processed. */
+	/*
+	 * Everything the peer sent before leaving has been processed; its
+	 * final acks come with the BYE (in case the fabric lost the last
+	 * ones), and the BYE is acknowledged before the peer is let go.
+	 */
 	if (h->ctx == PCORI_CTRL_BYE) {
+		pcori_acks_final_in(peer, b, h->frag_len);
+		pcori_ctrl_send(peer, PCORI_CTRL_BYE_ACK, NULL, 0);
 		pcori_peer_lost(peer->pid);
+		return;
+	}
+	if (h->ctx == PCORI_CTRL_BYE_ACK) {
+		atomic_store(&peer->bye_acked, true);
 		return;
 	}
 	if (h->frag_len < CTRL_BODY)
 		return;
-	uint32_t op = get32(b), id = get32(b + 4);
+	uint32_t op = pcori_get32(b), id = pcori_get32(b + 4);
 	if (op == CTRL_SPAWN) {
-		uint32_t arglen = get32(b + 16);
+		uint32_t arglen = pcori_get32(b + 16);
 		char name[NAME_MAX_];
 		memcpy(name, b + 20, NAME_MAX_);
 		name[NAME_MAX_ - 1] = '\0';
 		if (arglen > h->frag_len - CTRL_BODY)
 			return; /* malformed: counted by nobody, dropped */
-		spawn_request(peer, id, get32(b + 8), name, b + CTRL_BODY,
+		spawn_request(peer, id, pcori_get32(b + 8), name, b + CTRL_BODY,
 			      arglen);
 		return;
 	}
 	if (op != CTRL_SPAWNED)
 		return;
 	pcori_req_t *req = NULL;
-	int status = (int32_t)get32(b + 8);
+	int status = (int32_t)pcori_get32(b + 8);
 	pcori_lock(&sp.lock);
 	pcori_list_t *pos;
 	pcori_list_foreach(pos, &sp.pending)
 	{
 		pending_t *p = PCORI_CONTAINER_OF(pos, pending_t, link);
 		if (p->id == id && p->pid == peer->pid) {
-			p->thid = (int32_t)get32(b + 12);
+			p->thid = (int32_t)pcori_get32(b + 12);
 			req = p->req;
 			pcori_list_remove(pos);
 			break;
@@ -359,9 +359,9 @@ PCOR_API int pcor_thread_spawn(int pid, const char *name, const void *arg,
 	pcori_unlock(&sp.lock);
 
 	memset(body, 0, CTRL_BODY);
-	put32(body, CTRL_SPAWN);
-	put32(body + 4, pend.id);
-	put32(body + 16, (uint32_t)len);
+	pcori_put32(body, CTRL_SPAWN);
+	pcori_put32(body + 4, pend.id);
+	pcori_put32(body + 16, (uint32_t)len);
 	snprintf((char *)body + 20, NAME_MAX_, "%s", name);
 	if (len)
 		memcpy(body + CTRL_BODY, arg, len);
@@ -373,7 +373,7 @@ PCOR_API int pcor_thread_spawn(int pid, const char *name, const void *arg,
 				   "peer %d: no answer to spawn request %u, "
 				   "asking again", pid, pend.id);
 		pcori_lock(&sp.lock);
-		put32(body + 8, pending_low());
+		pcori_put32(body + 8, pending_low());
 		pcori_unlock(&sp.lock);
 		rc = ctrl_post(peer, body, CTRL_BODY + len);
 		if (rc) {

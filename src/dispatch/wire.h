@@ -95,6 +95,18 @@ pcori_wire_err_t pcori_wire_decode(const void *buf, size_t len,
 				   pcori_wire_hdr_t *h);
 const char *pcori_wire_err_str(pcori_wire_err_t e);
 
+/* Little-endian 32-bit fields of control bodies. */
+static inline void pcori_put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint32_t pcori_get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
 void pcori_wire_rts_encode(const pcori_wire_rts_t *r, void *buf);
 void pcori_wire_rts_decode(const void *buf, pcori_wire_rts_t *r);
 

@@ -24,6 +24,9 @@
  *   fabric_app stall            (PCOR_DROP_EVERY=1) a send nothing ever
  *                               acknowledges fails with UNREACHABLE once
  *                               the data path's resend bound is reached
+ *   fabric_app lastack N        pid 0 takes 8 x N messages and leaves at
+ *                               once: on a lossy fabric pid 1's sends all
+ *                               still complete OK (final acks in the BYE)
  *   fabric_app fast             small sends complete at once on lossless
  *                               ports; a ping-pong costs a frame per
  *                               message and an ack per 64
@@ -927,6 +930,55 @@ static int run_badhdr(void)
 	return 0;
 }
 
+/* ----------------------------------------------------------- lastack */
+
+/*
+ * Pid 0 takes 8 x N messages and leaves at once, without waiting for its
+ * senders: on a lossy fabric its last acks may be lost.  Every send of
+ * pid 1 must still complete OK -- the messages were delivered -- never
+ * PCOR_ERR_PEER_LOST (the leaving side's BYE carries its final acks and
+ * is itself acknowledged, as TCP's TIME_WAIT).
+ */
+static int lastack_n;
+
+static void *lastack_sender(void *arg)
+{
+	uint32_t k = (uint32_t)(intptr_t)arg;
+	pcor_handle_t *hs = malloc(sizeof(*hs) * (size_t)lastack_n);
+	CHECK(hs);
+	for (int i = 0; i < lastack_n; i++) {
+		uint32_t msg[2] = {k, (uint32_t)i};
+		CHECK_OK(pcor_send_copy(0, 0, TAG_DATA, msg, sizeof(msg),
+					&hs[i]));
+	}
+	for (int i = 0; i < lastack_n; i++)
+		CHECK_OK(pcor_handle_test(hs[i], PCOR_BLOCK));
+	free(hs);
+	return NULL;
+}
+
+static int run_lastack(int n)
+{
+	lastack_n = n;
+	if (me == 1) {
+		int t[ORDER_SENDERS];
+		for (int k = 0; k < ORDER_SENDERS; k++)
+			CHECK_OK(pcor_thread_create(lastack_sender,
+						    (void *)(intptr_t)k, &t[k]));
+		for (int k = 0; k < ORDER_SENDERS; k++)
+			CHECK_OK(pcor_thread_join(t[k], NULL));
+	} else if (me == 0) {
+		uint32_t next[ORDER_SENDERS] = {0};
+		for (int i = 0; i < n * ORDER_SENDERS; i++) {
+			uint32_t msg[2];
+			recv_wait(1, PCOR_ANY_THID, TAG_DATA, msg, sizeof(msg));
+			CHECK(msg[0] < ORDER_SENDERS && msg[1] == next[msg[0]]);
+			next[msg[0]]++;
+		}
+	}
+	return 0;
+}
+
 /* -------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
@@ -963,10 +1015,12 @@ int main(int argc, char **argv)
 		rc = run_fast();
 	else if (!strcmp(c, "stall"))
 		rc = run_stall();
+	else if (!strcmp(c, "lastack"))
+		rc = run_lastack(arg ? (int)arg : 50);
 	else
 		SKIP("unknown case %s", c);
 	/* Nobody leaves while others may still talk to them. */
-	if (strcmp(c, "kill") && strcmp(c, "stall")) {
+	if (strcmp(c, "kill") && strcmp(c, "stall") && strcmp(c, "lastack")) {
 		if (me == 0) {
 			for (int p = 1; p < np; p++)
 				await(p, TAG_READY);
