@@ -2,7 +2,8 @@
  * dispatch.h -- private interface of src/dispatch: the message layer
  * (match queues of this process, the MCB pool, delivery into posted
  * receives), the same-process path, ports and their dispatchers, peers
- * and the inter-process protocol.
+ * and the inter-process protocol's entry points (its code is in src/frag,
+ * behind frag/proto.h).
  *
  * Lock order (outer first): txstream -> peer rx lock -> match queue ->
  * MCB/DMA/handle-table internals.  A port's progress lock is taken by
@@ -482,7 +483,7 @@ typedef struct pcori_net {
 	_Atomic uint64_t routes_retry_ns; /* partial table: rebuild after */
 	void *retired_routes;
 	/*
-	 * The send budget (PCOR_SEND_BYTES, proto.c): bytes held for
+	 * The send budget (PCOR_SEND_BYTES, frag/tx.c): bytes held for
 	 * messages to other processes, charged by the send call and given
 	 * back when the message's record is freed.  On a line of its own:
 	 * full-path senders and ack handlers write it, while every sender

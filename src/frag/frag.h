@@ -1,7 +1,8 @@
 /*
  * frag.h -- private interface of src/frag: message control blocks (MCBs),
  * their pool, the per-destination-thread match queues, and the fragment
- * bitmaps used for segmentation and reassembly.
+ * bitmaps used for segmentation and reassembly.  (The protocol over them,
+ * in the same folder, has a header of its own: proto.h.)
  *
  * Pure data structures: no libfabric, no threads.  Callers own the
  * locking discipline documented on each function.

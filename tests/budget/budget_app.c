@@ -70,7 +70,7 @@
  */
 #define MAX_REFUSED 64
 #define END_MAGIC 0x454e4421u /* "END!" */
-#define FAST_WINDOW 256       /* proto.c: fast messages per stream */
+#define FAST_WINDOW 256       /* frag/proto.h: fast messages per stream */
 
 static int me, np;
 

@@ -1,0 +1,326 @@
+/*
+ * ack.c -- the acknowledgements this process owes, and the clock of
+ * those its send streams wait for.
+ *
+ *  - Owed, per receive stream: the ack point, when an ack is due (every
+ *    ACK_EVERY messages, after PCOR_ACK_DELAY_NS, or lazily for fast
+ *    messages), riding on a first fragment going the other way
+ *    (pcori_piggyback) or sent alone (pcori_acks_flush), and the ack
+ *    points a leaving process puts in its BYE (pcori_acks_final,
+ *    pcori_acks_repeat: TIME_WAIT).
+ *  - Awaited, per send stream: the retransmission timeout from measured
+ *    round trips (RFC 6298) and the arming of the stream's timers; retx.c
+ *    runs them.
+ *
+ * Locks: a peer's rx_lock guards its receive streams' ack state and its
+ * list of acks to send; acks go out after it is dropped.  pcori_piggyback
+ * runs under a send stream's lock and only trylocks rx_lock.  Timers are
+ * armed under the stream's lock and take pcori_net.timer_lock inside it.
+ * Calls only ctl.c.
+ */
+#include "proto.h"
+
+#define ACK_EVERY 32u /* messages before an ack must go */
+
+/* Written under rx_lock only, so no locked add is needed. */
+static inline void nacks_add(pcori_peer_t *peer, int delta)
+{
+	PCORI_ASSERT_LOCKED(&peer->rx_lock);
+	atomic_store_explicit(
+	    &peer->nacks,
+	    atomic_load_explicit(&peer->nacks, memory_order_relaxed) + delta,
+	    memory_order_relaxed);
+}
+
+/*
+ * What an ack of rs covers now: every message started and complete -- but
+ * not past one held outside the MCB pool while any such is left (see
+ * start_message in rx.c).  Peer rx_lock held.
+ */
+static uint32_t ack_point(pcori_rxstream_t *rs)
+{
+	if (PCORI_UNLIKELY(rs->throttled)) {
+		if (atomic_load(&pcori_msg.overflow))
+			return rs->throttle_seq;
+		rs->throttled = false;
+	}
+	return rs->active ? rs->expected - 1 : rs->expected;
+}
+
+/* The stream's pending ack is no longer lazy (or gone).  Lock held. */
+static void ack_unlazy(pcori_rxstream_t *rs)
+{
+	if (rs->ack_lazy) {
+		rs->ack_lazy = false;
+		atomic_fetch_sub(&pcori_net.acks_lazy, 1);
+	}
+}
+
+/*
+ * An ack due delay_ns from now unless one is listed already.  lazy: it
+ * is for fast messages only, which nobody waits for but a finalize, so
+ * a thread going to sleep need not send it first (it is due within
+ * PCORI_FAST_ACK_DELAY_NS, and sleepers wake for it).
+ */
+static void ack_schedule_in(pcori_peer_t *peer, pcori_rxstream_t *rs,
+			    uint64_t delay_ns, bool lazy)
+{
+	PCORI_ASSERT_LOCKED(&peer->rx_lock);
+	uint64_t due = pcori_now_ns() + delay_ns;
+	if (pcori_list_empty(&rs->ack_link)) {
+		pcori_list_push_back(&peer->acks, &rs->ack_link);
+		nacks_add(peer, 1);
+		atomic_fetch_add(&pcori_net.acks_pending, 1);
+		rs->ack_due_ns = due;
+		if (lazy) {
+			rs->ack_lazy = true;
+			atomic_fetch_add(&pcori_net.acks_lazy, 1);
+		}
+	} else if (!lazy && rs->ack_lazy) {
+		ack_unlazy(rs);
+		rs->ack_due_ns = PCORI_MIN(rs->ack_due_ns, due);
+	}
+}
+
+void pcori_ack_schedule(pcori_peer_t *peer, pcori_rxstream_t *rs, bool now)
+{
+	ack_schedule_in(peer, rs, (uint64_t)pcori_rt.cfg.ack_delay_ns, false);
+	if (now || rs->unacked >= ACK_EVERY)
+		rs->ack_due_ns = 1;
+}
+
+/*
+ * A fast message was taken: acknowledge every PCORI_FAST_ACK_EVERY.  A port
+ * that cannot tell the sender's finalize what was taken (no `unsettled`:
+ * libfabric) is also acknowledged after the ack delay, so the sender's
+ * stream settles before it leaves.  Lock held.
+ */
+void pcori_fast_ack(const pcori_port_t *port, pcori_peer_t *peer,
+		    pcori_rxstream_t *rs)
+{
+	if (rs->unacked >= PCORI_FAST_ACK_EVERY)
+		pcori_ack_schedule(peer, rs, true);
+	else if (!port->ops->unsettled)
+		ack_schedule_in(peer, rs, PCORI_FAST_ACK_DELAY_NS, true);
+}
+
+/* Take one due ack of the peer's to ride along.  Stream lock held. */
+bool pcori_piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
+{
+	if (!atomic_load_explicit(&peer->nacks, memory_order_relaxed) ||
+	    !pcori_trylock(&peer->rx_lock))
+		return false;
+	bool got = false;
+	if (!pcori_list_empty(&peer->acks)) {
+		pcori_rxstream_t *rs = PCORI_CONTAINER_OF(
+		    peer->acks.next, pcori_rxstream_t, ack_link);
+		uint32_t upto = ack_point(rs);
+		ack_unlazy(rs);
+		pcori_list_remove(&rs->ack_link);
+		nacks_add(peer, -1);
+		atomic_fetch_sub(&pcori_net.acks_pending, 1);
+		rs->ack_due_ns = 0;
+		rs->acked = upto;
+		rs->unacked = 0;
+		h->flags |= PCORI_WF_HAS_ACK;
+		h->cookie = (uint64_t)(uint32_t)rs->thid << 32 | upto;
+		got = true;
+	}
+	pcori_unlock(&peer->rx_lock);
+	return got;
+}
+
+/*
+ * A fragment that did not leave gives back the ack it was to carry, or
+ * that stream would never be acknowledged (acks are cumulative: should
+ * it go twice, the second is harmless).  Stream lock held.
+ */
+void pcori_piggyback_undo(pcori_peer_t *peer, const pcori_wire_hdr_t *h)
+{
+	if (!(h->flags & PCORI_WF_HAS_ACK))
+		return;
+	uint32_t thid = (uint32_t)(h->cookie >> 32);
+	pcori_lock(&peer->rx_lock);
+	pcori_rxstream_t *rs =
+	    thid < (uint32_t)pcori_rt.max_threads ? peer->rx[thid] : NULL;
+	if (rs)
+		pcori_ack_schedule(peer, rs, true);
+	pcori_unlock(&peer->rx_lock);
+}
+
+/* Threads between taking acks off a list and handing them to a port. */
+static _Atomic int acks_sending;
+
+bool pcori_ctl_drained(void)
+{
+	return !atomic_load(&acks_sending) && !pcori_ctlq_len();
+}
+
+/* Send due acks of one peer (all of them if force).  Returns count. */
+
+static int acks_flush_peer(pcori_peer_t *peer, uint64_t now, bool force)
+{
+	struct {
+		int32_t thid;
+		uint32_t upto;
+	} out[16];
+	int n = 0;
+	pcori_lock(&peer->rx_lock);
+	pcori_list_t *pos, *tmp;
+	pcori_list_foreach_safe (pos, tmp, &peer->acks) {
+		pcori_rxstream_t *rs =
+		    PCORI_CONTAINER_OF(pos, pcori_rxstream_t, ack_link);
+		if ((!force || rs->ack_lazy) && rs->ack_due_ns > now)
+			continue;
+		if (n == (int)PCORI_ARRAY_LEN(out))
+			break;
+		uint32_t upto = ack_point(rs);
+		ack_unlazy(rs);
+		pcori_list_remove(pos);
+		nacks_add(peer, -1);
+		atomic_fetch_sub(&pcori_net.acks_pending, 1);
+		rs->ack_due_ns = 0;
+		rs->acked = upto;
+		rs->unacked = 0;
+		out[n].thid = rs->thid;
+		out[n].upto = upto;
+		n++;
+	}
+	/* Counted before the lock goes: a BYE must not overtake these. */
+	if (n)
+		atomic_fetch_add(&acks_sending, 1);
+	pcori_unlock(&peer->rx_lock);
+	pcori_route_t *rt = n ? pcori_peer_route(peer) : NULL;
+	if (rt)
+		atomic_fetch_add_explicit(&rt->port->st.ack_tx, (uint64_t)n,
+					  memory_order_relaxed);
+	for (int i = 0; i < n; i++)
+		pcori_send_ctl(peer, PCORI_W_ACK, out[i].thid, out[i].upto, 0,
+			       0, NULL);
+	if (n)
+		atomic_fetch_sub(&acks_sending, 1);
+	return n;
+}
+
+void pcori_acks_repeat(void)
+{
+	pcori_peer_t *peer;
+	for (int i = 0; (peer = pcori_peer_next_ready(&i));) {
+		pcori_lock(&peer->rx_lock);
+		for (int t = 0; t < pcori_rt.max_threads; t++) {
+			pcori_rxstream_t *rs = peer->rx[t];
+			if (!rs || !rs->expected)
+				continue;
+			/*
+			 * Finalizing: nothing more is taken, so nothing needs
+			 * holding back -- what came is acknowledged in full.
+			 */
+			rs->throttled = false;
+			pcori_ack_schedule(peer, rs, true);
+		}
+		pcori_unlock(&peer->rx_lock);
+	}
+}
+
+size_t pcori_acks_final(pcori_peer_t *peer, uint8_t *buf, size_t cap)
+{
+	size_t n = 0;
+	pcori_lock(&peer->rx_lock);
+	for (int t = 0; t < pcori_rt.max_threads && n + 8 <= cap; t++) {
+		pcori_rxstream_t *rs = peer->rx[t];
+		if (!rs || !rs->expected)
+			continue;
+		rs->throttled = false; /* leaving: nothing more is taken */
+		pcori_put32(buf + n, (uint32_t)t);
+		pcori_put32(buf + n + 4, ack_point(rs));
+		n += 8;
+	}
+	pcori_unlock(&peer->rx_lock);
+	return n;
+}
+
+int pcori_acks_flush(bool force)
+{
+	if (!atomic_load_explicit(&pcori_net.acks_pending,
+				  memory_order_relaxed))
+		return 0;
+	uint64_t now = pcori_now_ns();
+	int n = 0, np = atomic_load(&pcori_net.npeers);
+	pcori_peer_t **peers = atomic_load(&pcori_net.peers);
+	for (int i = 0; i < np; i++) {
+		pcori_peer_t *p = pcori_peer_slot(peers, i);
+		if (p && atomic_load_explicit(&p->nacks, memory_order_relaxed))
+			n += acks_flush_peer(p, now, force);
+	}
+	return n;
+}
+
+/* --------------------------------------- the send streams' timeouts */
+
+void pcori_timer_list(pcori_txstream_t *ts)
+{
+	pcori_lock(&pcori_net.timer_lock);
+	if (pcori_list_empty(&ts->timer_link)) {
+		pcori_list_push_back(&pcori_net.timers, &ts->timer_link);
+		atomic_fetch_add(&pcori_net.ntimers, 1);
+	}
+	pcori_unlock(&pcori_net.timer_lock);
+}
+
+/*
+ * The retransmission timeout: smoothed round trip plus four times its
+ * variation (RFC 6298) once measured, at least RTO_MIN_NS, and never more
+ * than PCOR_RTO_MS, which is also the value before the first sample (a
+ * loaded fabric's queue makes the round trip; a fixed second made every
+ * loss at the tail of a burst cost a second).  The floor is for a
+ * rendezvous, acknowledged only once its data is in, and for a loaded
+ * machine's scheduling: a timeout too eager only sends a duplicate.
+ */
+#define RTO_MIN_NS 50000000u
+static uint64_t rto_base(const pcori_txstream_t *ts)
+{
+	uint64_t max = (uint64_t)pcori_rt.cfg.rto_ms * 1000000u;
+	if (!ts->srtt_ns)
+		return max;
+	uint64_t r = ts->srtt_ns + 4 * ts->rttvar_ns;
+	return PCORI_MIN(PCORI_MAX(r, (uint64_t)RTO_MIN_NS), max);
+}
+
+/* A round-trip sample from a message acknowledged on its first send. */
+void pcori_rtt_sample(pcori_txstream_t *ts, uint64_t r)
+{
+	if (!ts->srtt_ns) {
+		ts->srtt_ns = r;
+		ts->rttvar_ns = r / 2;
+		return;
+	}
+	uint64_t dev = r > ts->srtt_ns ? r - ts->srtt_ns : ts->srtt_ns - r;
+	ts->rttvar_ns = (3 * ts->rttvar_ns + dev) / 4;
+	ts->srtt_ns = (7 * ts->srtt_ns + r) / 8;
+}
+
+/* Arm the retransmission timeout for the oldest unacknowledged. */
+void pcori_rto_arm(pcori_txstream_t *ts)
+{
+	PCORI_ASSERT_LOCKED(&ts->lock);
+	uint64_t rto = rto_base(ts) << PCORI_MIN(ts->rto_shift, 4u);
+	bool listed = ts->rto_ns || ts->resume_ns;
+	atomic_store_explicit(&ts->rto_ns, pcori_now_ns() + rto,
+			      memory_order_relaxed);
+	if (!listed)
+		pcori_timer_list(ts);
+}
+
+void pcori_timer_arm(pcori_txstream_t *ts, uint64_t when)
+{
+	PCORI_ASSERT_LOCKED(&ts->lock);
+	atomic_store_explicit(&ts->resume_ns, when ? when : 1,
+			      memory_order_relaxed);
+	pcori_lock(&pcori_net.timer_lock);
+	if (pcori_list_empty(&ts->timer_link)) {
+		pcori_list_push_back(&pcori_net.timers, &ts->timer_link);
+		atomic_fetch_add(&pcori_net.ntimers, 1);
+	}
+	pcori_unlock(&pcori_net.timer_lock);
+	pcori_dispatch_kick();
+}

@@ -1,0 +1,710 @@
+/*
+ * tx.c -- the send side: the send budget, message records
+ * (pcori_txmsg_t) and send streams (pcori_txstream_t), cutting messages
+ * into fragments and posting them, the lossless fast path, the sending
+ * half of a rendezvous (its request, streamed windows on CTS, FIN), and
+ * the ports' send completions.
+ *
+ * Locks: a stream's lock guards the stream and its messages; messages
+ * are posted to the port, and the stream's timers armed (ack.c), under
+ * it.  The send budget is atomics: a sender waits for room holding no
+ * lock.  Calls ack.c, rndv.c (deferred completions) and ctl.c.
+ */
+#include "proto.h"
+
+/*
+ * A rendezvous request's bytes, kept for resends apart from the streamed
+ * fragments' headers (a resend may come while those are written).
+ */
+#define RTS_ROOM 128u
+_Static_assert(RTS_ROOM >= PCORI_WIRE_HDR_SIZE + PCORI_WIRE_RTS_SIZE,
+	       "room for a rendezvous request");
+
+/* ------------------------------------------------------- send budget */
+
+/*
+ * What counts: from the send call until its record is freed (the message
+ * acknowledged -- for a rendezvous, its data taken -- and every fabric
+ * completion in), a message to another process holds its record, its
+ * headers and its request slot, plus its data when pcor copied it (an
+ * eager sendCopy, in the record's allocation; a rendezvous sendCopy, in
+ * DMA memory).  A sendDMA's data is the caller's memory, handed over or
+ * not, and is not counted.  The fast path keeps nothing: once the call
+ * returns the bytes are in the port's channel, whose memory is fixed.
+ * Not counted either: control messages (acks, FIN, spawn requests),
+ * frames a gateway forwards (FWD_QUEUE_MAX bounds those) and what a
+ * libfabric provider buffers of a message once it took it.
+ */
+/* Header room of a message's record (after the pcori_txmsg_t). */
+static size_t tx_hdr_bytes(size_t len)
+{
+	/* Rendezvous: the request's bytes, then two banks of a window. */
+	if (len > pcori_net.eager_max)
+		return RTS_ROOM + 2 * PCORI_FRAG_WINDOW * PCORI_WIRE_HDR_SIZE;
+	return pcori_frag_count(len, pcori_net.frag_size) * PCORI_WIRE_HDR_SIZE;
+}
+
+size_t pcori_tx_cost(bool copy, size_t len)
+{
+	return sizeof(pcori_txmsg_t) + tx_hdr_bytes(len) + sizeof(pcori_req_t) +
+	       (copy ? len : 0);
+}
+
+static void txb_put(size_t n)
+{
+	/* seq_cst, then the waiters: see pcori_drive_until's word. */
+	atomic_fetch_sub(&pcori_net.txb.held, (int64_t)n);
+	if (atomic_load(&pcori_net.txb.waiters)) {
+		atomic_fetch_add(&pcori_net.txb.word, 1);
+		pcori_futex_wake(&pcori_net.txb.word, INT_MAX);
+	}
+}
+
+static void txb_oversize_put(void)
+{
+	atomic_store(&pcori_net.txb.oversize, false);
+	if (atomic_load(&pcori_net.txb.waiters)) {
+		atomic_fetch_add(&pcori_net.txb.word, 1);
+		pcori_futex_wake(&pcori_net.txb.word, INT_MAX);
+	}
+}
+
+typedef struct txb_ask {
+	size_t n;      /* bytes to charge */
+	bool oversize; /* and the one place for data past the budget */
+} txb_ask_t;
+
+/*
+ * Take what a (a txb_ask_t) asks for if it fits -- or if nothing at all
+ * is held, so that even a budget smaller than a record lets one go.
+ */
+static bool txb_try(void *a)
+{
+	const txb_ask_t *ask = a;
+	if (ask->oversize && atomic_exchange(&pcori_net.txb.oversize, true))
+		return false;
+	int64_t n = (int64_t)ask->n;
+	int64_t was = atomic_fetch_add(&pcori_net.txb.held, n);
+	if (was <= 0 || was + n <= pcori_net.txb.max)
+		return true;
+	txb_put(ask->n);
+	if (ask->oversize)
+		txb_oversize_put();
+	return false;
+}
+
+/*
+ * Charge n bytes (and take the oversize place if asked), waiting up to
+ * PCOR_BACKPRESSURE_MS for room, driving progress meanwhile: acks free
+ * records.  PCOR_OK or PCOR_ERR_AGAIN.  No lock held.
+ */
+static int txb_take(size_t n, bool oversize)
+{
+	txb_ask_t ask = {n, oversize};
+	if (PCORI_LIKELY(txb_try(&ask)))
+		return PCOR_OK;
+	uint64_t wait = (uint64_t)pcori_rt.cfg.backpressure_ms * 1000000u;
+	bool ok = false;
+	if (wait) {
+		atomic_fetch_add(&pcori_net.txb.waiters, 1);
+		ok = pcori_drive_until(txb_try, &ask, &pcori_net.txb.word,
+				       pcori_now_ns() + wait);
+		atomic_fetch_sub(&pcori_net.txb.waiters, 1);
+	}
+	if (ok)
+		return PCOR_OK;
+	if (atomic_fetch_add_explicit(&pcori_net.txb.refused, 1,
+				      memory_order_relaxed) == 0)
+		PCORI_INFO(PCORI_SUB_DISPATCH,
+			   "send budget: %lld of %lld bytes held, a message "
+			   "needing %zu more refused with PCOR_ERR_AGAIN "
+			   "(first time; PCOR_SEND_BYTES)",
+			   (long long)atomic_load(&pcori_net.txb.held),
+			   (long long)pcori_net.txb.max, n);
+	return PCOR_ERR_AGAIN;
+}
+
+/* --------------------------------------------------------- send side */
+
+void pcori_txm_free(pcori_txmsg_t *m)
+{
+	/* Exposed (and kept busy) through the port of its first post. */
+	pcori_port_t *p = m->busy_port;
+	if (p)
+		atomic_fetch_sub(&p->busy, 1);
+	if (m->reg && p)
+		p->ops->unexpose(p, m->reg);
+	if (m->flags & PCORI_TXM_OWNDMA)
+		pcori_dma_free(m->data);
+	size_t held = m->held;
+	bool oversize = m->flags & PCORI_TXM_OVERSIZE;
+	free(m);
+	/* After the memory went: what the budget admits next is on top. */
+	if (held)
+		txb_put(held);
+	if (oversize)
+		txb_oversize_put();
+}
+
+/* Done with m?  Stream lock held.  Unlinks it; caller frees after unlock. */
+bool pcori_txm_done(pcori_txmsg_t *m)
+{
+	if (atomic_load_explicit(&m->inflight, memory_order_acquire))
+		return false;
+	if (m->flags & PCORI_TXM_DEAD)
+		return true;
+	if (!(m->flags & PCORI_TXM_ACKED))
+		return false;
+	return !(m->flags & PCORI_TXM_RNDV) || (m->flags & PCORI_TXM_FINNED);
+}
+
+/* The id a rendezvous is named by on the wire (never a raw pointer). */
+static uint64_t txm_cookie(const pcori_txmsg_t *m)
+{
+	return ((uint64_t)m->ts->thid << 32 | m->seq) ^
+	       ((uint64_t)pcori_net.lim.key_check << 16);
+}
+
+static void hdr_for(const pcori_txmsg_t *m, pcori_wire_hdr_t *h, uint8_t type)
+{
+	pcori_hdr_init(h, type, m->ts->peer->pid);
+	h->src_thid = m->ts->thid;
+	h->dst_thid = m->dst_thid;
+	h->tag = m->tag;
+	h->ctx = m->mctx;
+	h->seq = m->seq;
+	h->total_size = m->size;
+	h->frag_count = m->nfrags;
+}
+
+/*
+ * Post m (from where it stopped).  Stream lock held.  PCOR_ERR_AGAIN
+ * leaves m->window/progress so the next call continues.
+ */
+int pcori_txm_post(pcori_txmsg_t *m)
+{
+	pcori_peer_t *peer = m->ts->peer;
+	pcori_route_t *rt = pcori_peer_route(peer);
+	if (!rt)
+		return PCOR_ERR_UNREACHABLE;
+	pcori_port_t *p = rt->port;
+	pcori_wire_hdr_t h;
+	int rc;
+
+	if (m->flags & PCORI_TXM_RNDV) {
+		uint8_t *b = m->hdrs;
+		size_t len = PCORI_WIRE_HDR_SIZE + PCORI_WIRE_RTS_SIZE;
+		if (!(m->flags & PCORI_TXM_BUILT)) {
+			/* Built once; a resend after a NACK reuses the bytes.
+			 */
+			pcori_wire_rts_t rts = {0};
+			hdr_for(m, &h, PCORI_W_RTS);
+			h.frag_len = PCORI_WIRE_RTS_SIZE;
+			h.cookie = txm_cookie(m);
+			if (m->ts->resync)
+				h.flags |= PCORI_WF_RESYNC;
+			pcori_wire_encode(&h, b);
+			/* Readable only where the receiver is one hop away. */
+			if (!pcori_net.force_stream && p->can_read && m->size &&
+			    rt->hops == 1 && p == m->busy_port &&
+			    p->ops->expose(p, m->data, m->size, &rts.addr,
+					   &rts.key, &m->reg) == PCOR_OK)
+				rts.flags = PCORI_RTS_READABLE;
+			pcori_wire_rts_encode(&rts, b + PCORI_WIRE_HDR_SIZE);
+			m->flags |= PCORI_TXM_BUILT;
+		}
+		if (len <= p->inject_max) {
+			rc = p->ops->inject(p, rt->dest, b, len);
+		} else {
+			struct iovec iov = {b, len};
+			atomic_fetch_add(&m->inflight, 1);
+			rc = p->ops->sendv(p, rt->dest, &iov, 1, &m->ctx);
+			if (rc)
+				atomic_fetch_sub(&m->inflight, 1);
+		}
+		if (rc == PCOR_OK) {
+			m->flags |= PCORI_TXM_SENT;
+			atomic_fetch_add_explicit(&p->st.tx, 1,
+						  memory_order_relaxed);
+		}
+		return rc;
+	}
+
+	/* Eager: fragments window..nfrags-1 (window counts posted ones). */
+	for (uint32_t i = m->window; i < m->nfrags; i++) {
+		size_t off, flen;
+		pcori_frag_bounds(m->size, pcori_net.frag_size, i, &off, &flen);
+		hdr_for(m, &h, PCORI_W_DATA);
+		h.frag_idx = i;
+		h.frag_len = (uint32_t)flen;
+		if (i == 0) {
+			pcori_piggyback(peer, &h);
+			if (m->ts->resync)
+				h.flags |= PCORI_WF_RESYNC;
+		}
+		uint8_t *hb = m->hdrs + (size_t)i * PCORI_WIRE_HDR_SIZE;
+		pcori_wire_encode(&h, hb);
+		const char *src = (const char *)m->data + off;
+		if (PCORI_WIRE_HDR_SIZE + flen <= p->inject_max) {
+			uint8_t tmp[PCORI_WIRE_HDR_SIZE + 256];
+			if (flen <= 256) {
+				memcpy(tmp, hb, PCORI_WIRE_HDR_SIZE);
+				if (flen) /* a zero-byte DMA send has no data */
+					memcpy(tmp + PCORI_WIRE_HDR_SIZE, src,
+					       flen);
+				rc = p->ops->inject(p, rt->dest, tmp,
+						    PCORI_WIRE_HDR_SIZE + flen);
+				goto posted;
+			}
+		}
+		struct iovec iov[2] = {{hb, PCORI_WIRE_HDR_SIZE},
+				       {(void *)src, flen}};
+		atomic_fetch_add(&m->inflight, 1);
+		rc = p->ops->sendv(p, rt->dest, iov, flen ? 2 : 1, &m->ctx);
+		if (rc)
+			atomic_fetch_sub(&m->inflight, 1);
+	posted:
+		if (rc) {
+			if (i == 0)
+				pcori_piggyback_undo(peer, &h);
+			return rc;
+		}
+		m->window = (uint16_t)(i + 1);
+		atomic_fetch_add_explicit(&p->st.tx, 1, memory_order_relaxed);
+	}
+	m->flags |= PCORI_TXM_SENT;
+	return PCOR_OK;
+}
+
+/* Post waiting messages in order until one does not go.  Lock held. */
+int pcori_flush_waiting(pcori_txstream_t *ts)
+{
+	int n = 0;
+	while (!pcori_list_empty(&ts->waiting)) {
+		pcori_txmsg_t *m =
+		    PCORI_CONTAINER_OF(ts->waiting.next, pcori_txmsg_t, link);
+		bool again = m->flags & PCORI_TXM_SENT;
+		int rc = pcori_txm_post(m);
+		if (rc == PCOR_ERR_AGAIN) {
+			pcori_timer_arm(ts, pcori_now_ns() + 20000);
+			break;
+		}
+		pcori_list_remove(&m->link);
+		if (rc) {
+			/* The fabric refused it for good: fail the send. */
+			PCORI_WARN(PCORI_SUB_DISPATCH,
+				   "peer %d: message seq %u lost: %s",
+				   ts->peer->pid, m->seq, pcor_strerror(rc));
+			m->flags |= PCORI_TXM_DEAD;
+			if (m->req)
+				pcori_req_complete(m->req, rc);
+			m->req = NULL;
+			if (pcori_txm_done(m))
+				pcori_txm_free(m);
+			continue;
+		}
+		if (again)
+			m->flags |= PCORI_TXM_RETX;
+		m->posted_ns = pcori_now_ns();
+		pcori_list_push_back(&ts->sent, &m->link);
+		if (!ts->rto_ns)
+			pcori_rto_arm(ts);
+		n++;
+		if (ts->probing)
+			break; /* the rest when this one is acknowledged */
+	}
+	return n;
+}
+
+static pcori_txstream_t *txstream_of(pcori_peer_t *peer, int thid)
+{
+	pcori_txstream_t *ts =
+	    atomic_load_explicit(&peer->tx[thid], memory_order_acquire);
+	if (PCORI_LIKELY(ts))
+		return ts;
+	pcori_txstream_t *n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	pcori_lock_init(&n->lock);
+	n->peer = peer;
+	n->thid = thid;
+	pcori_list_init(&n->sent);
+	pcori_list_init(&n->waiting);
+	pcori_list_init(&n->waiting_fin);
+	pcori_list_init(&n->streaming);
+	pcori_list_init(&n->orphans);
+	pcori_list_init(&n->timer_link);
+	n->backoff_us = PCORI_BACKOFF_MIN_US;
+	if (!atomic_compare_exchange_strong(&peer->tx[thid], &ts, n)) {
+		free(n);
+		return ts;
+	}
+	return n;
+}
+
+/*
+ * The lossless fast path: a small message to a peer one lossless hop
+ * away is one frame handed straight to the port, with no record kept, no
+ * timer and no ack of its own; its send is complete when the port took
+ * it.  Only while nothing of the stream is unacknowledged on the full
+ * path (a refused message there makes the receiver drop what follows,
+ * and a fast message could not be sent again) and while fewer than
+ * PCORI_FAST_WINDOW fast messages wait for their batched ack.  Returns
+ * PCOR_ERR_AGAIN when the message must take the full path.
+ */
+static int fast_send(pcori_txstream_t *ts, const pcori_route_t *rt,
+		     pcori_req_kind_t kind, int thid, int tag, uint32_t ctx,
+		     const void *buf, size_t len, unsigned flags,
+		     pcor_handle_t *h_p)
+{
+	pcori_port_t *p = rt->port;
+	pcori_req_t *s = pcori_req_alloc();
+	if (PCORI_UNLIKELY(!s))
+		return PCOR_ERR_AGAIN;
+	int rc = PCOR_ERR_AGAIN;
+	pcori_lock(&ts->lock);
+	if (PCORI_LIKELY(
+		pcori_list_empty(&ts->sent) && pcori_list_empty(&ts->waiting) &&
+		!atomic_load_explicit(&ts->resume_ns, memory_order_relaxed) &&
+		!ts->resync && ts->next_seq - ts->acked < PCORI_FAST_WINDOW)) {
+		pcori_wire_hdr_t h;
+		pcori_hdr_init(&h, PCORI_W_DATA, ts->peer->pid);
+		h.flags = PCORI_WF_FAST;
+		h.src_thid = ts->thid;
+		h.dst_thid = thid;
+		h.tag = tag;
+		h.ctx = ctx;
+		h.seq = ts->next_seq;
+		h.total_size = len;
+		h.frag_count = 1;
+		h.frag_len = (uint32_t)len;
+		pcori_piggyback(ts->peer, &h);
+		rc = p->ops->inject_hdr(p, rt->dest, &h, buf);
+		if (PCORI_LIKELY(rc == PCOR_OK)) {
+			ts->next_seq++;
+			atomic_fetch_add_explicit(&p->st.tx, 1,
+						  memory_order_relaxed);
+		} else {
+			pcori_piggyback_undo(ts->peer, &h);
+		}
+	}
+	pcori_unlock(&ts->lock);
+	if (PCORI_UNLIKELY(rc)) {
+		pcori_req_free(s);
+		return rc;
+	}
+	/* The bytes are in the channel: the buffer is the caller's again. */
+	if (kind == PCORI_REQ_SEND_DMA && (flags & PCOR_SEND_HANDOVER))
+		pcori_dma_free((void *)buf);
+	s->kind = (uint16_t)kind;
+	s->pid = ts->peer->pid;
+	s->thid = thid;
+	s->tag = tag;
+	s->ctx = ctx;
+	pcori_req_complete_unseen(s, PCOR_OK);
+	*h_p = pcori_req_handle(s);
+	return PCOR_OK;
+}
+
+int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
+		      uint32_t ctx, const void *buf, size_t len, unsigned flags,
+		      pcor_handle_t *h_p)
+{
+	pcori_peer_t *peer = pcori_peer_get(pid);
+	if (!peer)
+		return PCOR_ERR_BADPID;
+	int rc = pcori_peer_ready(peer);
+	if (rc)
+		return rc;
+	int self = pcori_self_thid();
+	pcori_txstream_t *ts = txstream_of(peer, self);
+	if (!ts)
+		return PCOR_ERR_NOMEM;
+
+	if (len <= pcori_net.fast_max) {
+		pcori_route_t *rt = pcori_peer_route(peer);
+		if (PCORI_LIKELY(rt && rt->port->lossless && rt->hops == 1 &&
+				 len <= rt->port->fast_max)) {
+			rc = fast_send(ts, rt, kind, thid, tag, ctx, buf, len,
+				       flags, h_p);
+			if (rc != PCOR_ERR_AGAIN)
+				return rc;
+		}
+	}
+
+	const bool copy = kind == PCORI_REQ_SEND_COPY;
+	const bool rndv = len > pcori_net.eager_max;
+	uint32_t nfrags = pcori_frag_count(len, pcori_net.frag_size);
+	size_t hbytes = tx_hdr_bytes(len);
+	size_t inline_copy = copy && !rndv ? len : 0;
+	/*
+	 * Charged before anything is allocated: a refusal sends nothing.  A
+	 * copy that alone exceeds the budget would never fit: one such at a
+	 * time goes past it, charged for its record only.
+	 */
+	size_t cost = pcori_tx_cost(copy, len);
+	bool oversize = copy && cost > (uint64_t)pcori_net.txb.max;
+	if (oversize)
+		cost -= len;
+	rc = txb_take(cost, oversize);
+	if (rc)
+		return rc;
+	pcori_txmsg_t *m = malloc(sizeof(*m) + hbytes + inline_copy);
+	if (!m) {
+		txb_put(cost);
+		if (oversize)
+			txb_oversize_put();
+		return PCOR_ERR_NOMEM;
+	}
+	memset(m, 0, sizeof(*m));
+	m->held = cost;
+	if (oversize)
+		m->flags |= PCORI_TXM_OVERSIZE;
+	m->ctx.kind = PCORI_CTX_TX;
+	m->ts = ts;
+	m->dst_thid = thid;
+	m->tag = tag;
+	m->mctx = ctx;
+	m->size = len;
+	m->nfrags = nfrags;
+	m->hdrs = (uint8_t *)(m + 1);
+	pcori_list_init(&m->link);
+	pcori_list_init(&m->slink);
+	if (rndv) {
+		m->flags |= PCORI_TXM_RNDV;
+		pcori_route_t *rt = pcori_peer_route(peer);
+		m->busy_port = rt ? rt->port : NULL;
+		if (m->busy_port)
+			atomic_fetch_add(&m->busy_port->busy, 1);
+	}
+	if (copy && !rndv) {
+		/* Eager copies live in the same allocation as the message. */
+		m->data = m->hdrs + hbytes;
+		if (len)
+			memcpy(m->data, buf, len);
+	} else if (copy) {
+		/* A rendezvous copy must be readable: DMA memory. */
+		rc = pcori_dma_alloc(len, &m->data);
+		if (rc) {
+			m->data = NULL;
+			/* gives back its budget and busy port */
+			pcori_txm_free(m);
+			return rc == PCOR_ERR_BADSIZE ? rc : PCOR_ERR_NOMEM;
+		}
+		if (len) /* an empty message may come from NULL */
+			memcpy(m->data, buf, len);
+		m->flags |= PCORI_TXM_OWNDMA;
+	} else {
+		m->data = (void *)buf;
+		if (flags & PCOR_SEND_HANDOVER)
+			m->flags |= PCORI_TXM_OWNDMA;
+	}
+
+	pcori_req_t *s = pcori_req_alloc();
+	if (!s) {
+		pcori_txm_free(m);
+		return PCOR_ERR_AGAIN;
+	}
+	s->kind = (uint16_t)kind;
+	pcori_req_flags(s, flags | PCORI_REQF_REMOTE);
+	s->pid = pid;
+	s->thid = thid;
+	s->tag = tag;
+	s->ctx = ctx;
+	m->req = s;
+	*h_p = pcori_req_handle(s);
+
+	pcori_lock(&ts->lock);
+	m->seq = ts->next_seq++;
+	bool queued = !pcori_list_empty(&ts->waiting) || ts->resume_ns;
+	pcori_list_push_back(&ts->waiting, &m->link);
+	if (!queued)
+		pcori_flush_waiting(ts);
+	pcori_unlock(&ts->lock);
+	return PCOR_OK;
+}
+
+/* Find a rendezvous message of a stream by its cookie.  Lock held. */
+static pcori_txmsg_t *find_rndv(pcori_txstream_t *ts, uint64_t cookie)
+{
+	pcori_list_t *lists[] = {&ts->sent, &ts->waiting_fin};
+	for (int i = 0; i < 2; i++) {
+		pcori_list_t *pos;
+		pcori_list_foreach (pos, lists[i]) {
+			pcori_txmsg_t *m =
+			    PCORI_CONTAINER_OF(pos, pcori_txmsg_t, link);
+			if ((m->flags & PCORI_TXM_RNDV) &&
+			    txm_cookie(m) == cookie)
+				return m;
+		}
+	}
+	return NULL;
+}
+
+static void on_fin(pcori_peer_t *peer, int32_t thid, uint64_t cookie)
+{
+	pcori_txstream_t *ts =
+	    atomic_load_explicit(&peer->tx[thid], memory_order_acquire);
+	if (!ts)
+		return;
+	pcori_deferred_t d = {0};
+	pcori_txmsg_t *dead = NULL;
+	pcori_lock(&ts->lock);
+	pcori_txmsg_t *m = find_rndv(ts, cookie);
+	if (m) {
+		m->flags |= PCORI_TXM_FINNED;
+		if (m->req) {
+			pcori_defer(&d, PCORI_D_COMPLETE, m->req, PCOR_OK,
+				    NULL);
+			m->req = NULL;
+		}
+		if (pcori_txm_done(m)) {
+			pcori_list_remove(&m->link);
+			dead = m;
+		}
+	}
+	pcori_unlock(&ts->lock);
+	pcori_run_deferred(&d);
+	if (dead)
+		pcori_txm_free(dead);
+}
+
+/*
+ * The receiver sends FIN until we say we have it (a repeat finds no
+ * message here and is acknowledged all the same).
+ */
+void pcori_on_fin_frame(pcori_peer_t *peer, int32_t thid, uint64_t cookie)
+{
+	on_fin(peer, thid, cookie);
+	pcori_send_ctl(peer, PCORI_W_FINACK, 0, 0, cookie, 0, NULL);
+}
+
+/* Post the pending fragments of a streamed rendezvous.  Lock held. */
+void pcori_stream_post(pcori_txmsg_t *m)
+{
+	pcori_txstream_t *ts = m->ts;
+	pcori_peer_t *peer = ts->peer;
+	pcori_route_t *rt = pcori_peer_route(peer);
+	if (!rt) {
+		m->sfrag = m->send; /* the loss of the peer ends it */
+		if (!pcori_list_empty(&m->slink))
+			pcori_list_remove(&m->slink);
+		return;
+	}
+	pcori_port_t *p = rt->port;
+	while (m->sfrag < m->send) {
+		uint32_t i = m->sfrag;
+		size_t off, flen;
+		pcori_wire_hdr_t h;
+		pcori_frag_bounds(m->size, pcori_net.frag_size, i, &off, &flen);
+		hdr_for(m, &h, PCORI_W_DATA);
+		h.flags = PCORI_WF_RNDV;
+		h.cookie = txm_cookie(m);
+		h.frag_idx = i;
+		h.frag_len = (uint32_t)flen;
+		/* Two banks: a window's headers live until the next is asked.
+		 */
+		uint8_t *hb =
+		    m->hdrs + RTS_ROOM +
+		    ((size_t)((i / PCORI_FRAG_WINDOW) & 1) * PCORI_FRAG_WINDOW +
+		     i % PCORI_FRAG_WINDOW) *
+			PCORI_WIRE_HDR_SIZE;
+		pcori_wire_encode(&h, hb);
+		struct iovec iov[2] = {{hb, PCORI_WIRE_HDR_SIZE},
+				       {(char *)m->data + off, flen}};
+		atomic_fetch_add(&m->inflight, 1);
+		int rc = p->ops->sendv(p, rt->dest, iov, 2, &m->ctx);
+		if (rc) {
+			atomic_fetch_sub(&m->inflight, 1);
+			if (rc == PCOR_ERR_AGAIN) {
+				if (pcori_list_empty(&m->slink))
+					pcori_list_push_back(&ts->streaming,
+							     &m->slink);
+				pcori_timer_arm(ts, pcori_now_ns() + 20000);
+				return;
+			}
+			PCORI_WARN(PCORI_SUB_DISPATCH,
+				   "peer %d: streamed fragment %u not sent: %s",
+				   peer->pid, i, pcor_strerror(rc));
+			m->sfrag = m->send;
+			break;
+		}
+		atomic_fetch_add_explicit(&p->st.tx, 1, memory_order_relaxed);
+		m->sfrag++;
+	}
+	if (!pcori_list_empty(&m->slink))
+		pcori_list_remove(&m->slink);
+}
+
+/* The receiver wants window w of a streamed rendezvous. */
+void pcori_on_cts(pcori_peer_t *peer, int32_t thid, uint64_t cookie, uint32_t w)
+{
+	pcori_txstream_t *ts =
+	    atomic_load_explicit(&peer->tx[thid], memory_order_acquire);
+	if (!ts)
+		return;
+	pcori_lock(&ts->lock);
+	pcori_txmsg_t *m = find_rndv(ts, cookie);
+	uint32_t first = w * PCORI_FRAG_WINDOW;
+	/*
+	 * A request for an older window is stale.  A repeated one (the
+	 * receiver lost something) is served once the window's earlier posts
+	 * are done: the provider may still read their headers, and
+	 * completions in send order mean that, once the receiver has the
+	 * next window, the repeat has left too (two header banks suffice).
+	 */
+	bool repeat = m && w == m->cts_w && m->send > first;
+	if (m && first < m->nfrags && w >= m->cts_w &&
+	    !(repeat && atomic_load(&m->inflight))) {
+		m->cts_w = w;
+		m->sfrag = first;
+		m->send = PCORI_MIN(first + PCORI_FRAG_WINDOW, m->nfrags);
+		pcori_stream_post(m);
+	}
+	pcori_unlock(&ts->lock);
+}
+
+void pcori_port_tx_done(pcori_port_t *p, pcori_ctx_t *ctx, int status)
+{
+	(void)p;
+	if (ctx->kind == PCORI_CTX_TXCTL) {
+		free(ctx);
+		return;
+	}
+	pcori_txmsg_t *m = (pcori_txmsg_t *)ctx;
+	pcori_txstream_t *ts = m->ts;
+	bool dead = false;
+	pcori_deferred_t d = {0};
+	pcori_route_t *rt = status ? pcori_peer_route(ts->peer) : NULL;
+	pcori_lock(&ts->lock);
+	if (status && rt && rt->next_hop != ts->peer->pid &&
+	    atomic_load(&ts->peer->state) != PCORI_PEER_LOST) {
+		/*
+		 * Sent through a gateway: its failure says nothing of the
+		 * destination.  The frame is lost like any other and resent,
+		 * on the rebuilt route, or failed if none is left.
+		 */
+	} else if (status && !(m->flags & PCORI_TXM_DEAD)) {
+		/* A send the fabric failed: the peer is likely gone. */
+		m->flags |= PCORI_TXM_DEAD;
+		if (m->req) {
+			pcori_defer(&d, PCORI_D_COMPLETE, m->req,
+				    atomic_load(&ts->peer->state) ==
+					    PCORI_PEER_LOST
+					? PCOR_ERR_PEER_LOST
+					: status,
+				    NULL);
+			m->req = NULL;
+		}
+	}
+	if (atomic_fetch_sub_explicit(&m->inflight, 1, memory_order_acq_rel) ==
+		1 &&
+	    pcori_txm_done(m)) {
+		pcori_list_remove(&m->link);
+		dead = true;
+	}
+	pcori_unlock(&ts->lock);
+	pcori_run_deferred(&d);
+	if (dead)
+		pcori_txm_free(m);
+}
