@@ -3,7 +3,8 @@
  * measures it: windows of 64 (-w) messages from pid 0 to pid 1, each
  * window acknowledged; MB/s (10^6 bytes per second) of payload.
  * Sends are pcor_send_dma from DMA memory (no copy on the send side, the
- * counterpart of MPI_Isend from a user buffer); receives pcor_recv_copy.
+ * counterpart of MPI_Isend from a user buffer), or pcor_send_copy with
+ * -c; receives pcor_recv_copy.
  */
 #include "shm_bench.h"
 
@@ -18,8 +19,8 @@ int main(int argc, char **argv)
 		/* osu_bw: fewer rounds above 8 KiB. */
 		long iters = size > 8192 ? (a.iters + 4) / 5 : a.iters;
 		long warm = size > 8192 ? (a.warmup + 4) / 5 : a.warmup;
-		double s = sb_window(me, size, a.window, iters, warm, sbuf,
-				     rbuf);
+		double s = sb_window(me, size, a.window, iters, warm,
+				     a.copy, sbuf, rbuf);
 		if (me == 0)
 			printf("bw,%s,%zu,%.2f,MB/s\n", a.label, size,
 			       (double)size * a.window * iters / s / 1e6);

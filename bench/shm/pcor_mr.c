@@ -14,7 +14,7 @@ int main(int argc, char **argv)
 	int me = sb_start(&argc, &argv, "pcor_mr", &a, &sbuf, &rbuf);
 	for (size_t size = a.min;; size = size ? size * 2 : 1) {
 		double s = sb_window(me, size, a.window, a.iters, a.warmup,
-				     sbuf, rbuf);
+				     a.copy, sbuf, rbuf);
 		if (me == 0)
 			printf("rate,%s,%zu,%.0f,msg/s\n", a.label, size,
 			       (double)a.window * a.iters / s);

@@ -31,6 +31,7 @@ typedef struct sb_args {
 	int window;        /* messages in flight (bandwidth, rate) */
 	const char *label; /* transport column */
 	int header;        /* print the CSV header line */
+	int copy;          /* send with pcor_send_copy, not pcor_send_dma */
 } sb_args_t;
 
 static inline int64_t sb_now_ns(void)
@@ -63,8 +64,9 @@ static inline void sb_usage(const char *prog, const char *what)
 {
 	fprintf(stderr,
 		"usage: pcorrun -n 2 %s [-m MIN:MAX] [-i ITERS] [-x WARMUP] "
-		"[-w WINDOW] [-t LABEL] [-H]\n  %s\n"
-		"  sizes take k/m suffixes; -H prints the CSV header\n",
+		"[-w WINDOW] [-t LABEL] [-c] [-H]\n  %s\n"
+		"  sizes take k/m suffixes; -c sends with pcor_send_copy; -H "
+		"prints the CSV header\n",
 		prog, what);
 	exit(2);
 }
@@ -80,7 +82,7 @@ static inline void sb_parse(int argc, char **argv, sb_args_t *a,
 		 mode && *mode ? mode : "adaptive");
 	a->label = label;
 	int opt;
-	while ((opt = getopt(argc, argv, "m:i:x:w:t:H")) != -1) {
+	while ((opt = getopt(argc, argv, "m:i:x:w:t:cH")) != -1) {
 		switch (opt) {
 		case 'm': {
 			char *colon = strchr(optarg, ':');
@@ -97,6 +99,7 @@ static inline void sb_parse(int argc, char **argv, sb_args_t *a,
 		case 'x': a->warmup = atol(optarg); break;
 		case 'w': a->window = atoi(optarg); break;
 		case 't': a->label = optarg; break;
+		case 'c': a->copy = 1; break;
 		case 'H': a->header = 1; break;
 		default: sb_usage(argv[0], what);
 		}
@@ -178,7 +181,7 @@ static inline int sb_finish(int me, char *sbuf, char *rbuf)
  * ack.  Returns the seconds pid 0 spent on `iters` iterations.
  */
 static inline double sb_window(int me, size_t size, int window, long iters,
-			       long warmup, char *sbuf, char *rbuf)
+			       long warmup, int copy, char *sbuf, char *rbuf)
 {
 	pcor_handle_t *h = malloc(sizeof(*h) * (size_t)window);
 	if (!h)
@@ -193,8 +196,10 @@ static inline double sb_window(int me, size_t size, int window, long iters,
 			sb_must(pcor_recv_copy(1, 0, 4, rbuf, 4, NULL, &ack),
 				"ack recv");
 			for (int w = 0; w < window; w++)
-				sb_must(pcor_send_dma(1, 0, 3, sbuf, size, 0,
-						      &h[w]),
+				sb_must(copy ? pcor_send_copy(1, 0, 3, sbuf,
+							      size, &h[w])
+					     : pcor_send_dma(1, 0, 3, sbuf,
+							     size, 0, &h[w]),
 					"send");
 			for (int w = 0; w < window; w++)
 				sb_must(pcor_handle_test(h[w], PCOR_BLOCK),

@@ -193,6 +193,12 @@ struct pcori_port {
 	 */
 	bool lossless;
 	size_t fast_max;
+	/*
+	 * While can_read holds, a message to a peer one hop away through
+	 * this port goes by rendezvous above this size (and PCOR_EAGER_MAX):
+	 * where one copy from the sender's memory beats the channel's two.
+	 */
+	size_t read_above;
 	pcori_dispatch_mode_t mode;
 	/* One poller at a time: dispatcher thread or a driving waiter. */
 	pcori_lock_t progress_lock;
@@ -572,7 +578,7 @@ bool pcori_ctl_drained(void);
  * (its record, headers and request, plus the data when pcor copies it:
  * copy true).  The fast path holds none.
  */
-size_t pcori_tx_cost(bool copy, size_t len);
+size_t pcori_tx_cost(int pid, bool copy, size_t len);
 /* Send to another process (arguments validated by the caller). */
 int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 		      uint32_t ctx, const void *buf, size_t len,

@@ -203,6 +203,8 @@ int pcori_watch_run(void);
 void pcori_txm_free(pcori_txmsg_t *m);
 /* Is m done with?  Stream lock held. */
 bool pcori_txm_done(pcori_txmsg_t *m);
+/* Complete m's send if nothing it waits for is left.  Stream lock held. */
+void pcori_txm_settle(pcori_txmsg_t *m, pcori_deferred_t *d);
 /* Post m from where it stopped.  Stream lock held. */
 int pcori_txm_post(pcori_txmsg_t *m);
 /* Post ts's waiting messages in order.  Stream lock held. */

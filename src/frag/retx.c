@@ -36,15 +36,7 @@ static void ack_upto(pcori_txstream_t *ts, uint32_t upto, pcori_list_t *dead,
 			sent_ns = m->posted_ns;
 		m->flags |= PCORI_TXM_ACKED;
 		ts->probing = false; /* the receiver takes messages again */
-		/* sendDMA rendezvous: the buffer is needed until FIN. */
-		bool wait_fin = (m->flags & PCORI_TXM_RNDV) &&
-				!(m->flags & PCORI_TXM_FINNED) && m->req &&
-				m->req->kind == PCORI_REQ_SEND_DMA &&
-				!(m->req->flags & PCOR_SEND_HANDOVER);
-		if (m->req && !wait_fin) {
-			pcori_defer(d, PCORI_D_COMPLETE, m->req, PCOR_OK, NULL);
-			m->req = NULL;
-		}
+		pcori_txm_settle(m, d);
 		pcori_list_remove(&m->link);
 		if (pcori_txm_done(m))
 			pcori_list_push_back(dead, &m->link);

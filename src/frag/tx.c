@@ -35,19 +35,39 @@ _Static_assert(RTS_ROOM >= PCORI_WIRE_HDR_SIZE + PCORI_WIRE_RTS_SIZE,
  * frames a gateway forwards (FWD_QUEUE_MAX bounds those) and what a
  * libfabric provider buffers of a message once it took it.
  */
+/*
+ * Whether a message of len bytes over rt goes by rendezvous: above
+ * PCOR_EAGER_MAX, or above the port's read_above where the receiver can
+ * read straight from the sender (a single copy beats the channel's two).
+ */
+static bool goes_rndv(const pcori_route_t *rt, size_t len)
+{
+	if (len > pcori_net.eager_max)
+		return true;
+	return rt && len > rt->port->read_above && rt->hops == 1 &&
+	       rt->port->can_read && !pcori_net.force_stream;
+}
+
 /* Header room of a message's record (after the pcori_txmsg_t). */
-static size_t tx_hdr_bytes(size_t len)
+static size_t tx_hdr_bytes(size_t len, bool rndv)
 {
 	/* Rendezvous: the request's bytes, then two banks of a window. */
-	if (len > pcori_net.eager_max)
+	if (rndv)
 		return RTS_ROOM + 2 * PCORI_FRAG_WINDOW * PCORI_WIRE_HDR_SIZE;
 	return pcori_frag_count(len, pcori_net.frag_size) * PCORI_WIRE_HDR_SIZE;
 }
 
-size_t pcori_tx_cost(bool copy, size_t len)
+static size_t tx_cost(bool copy, size_t len, bool rndv)
 {
-	return sizeof(pcori_txmsg_t) + tx_hdr_bytes(len) + sizeof(pcori_req_t) +
-	       (copy ? len : 0);
+	return sizeof(pcori_txmsg_t) + tx_hdr_bytes(len, rndv) +
+	       sizeof(pcori_req_t) + (copy ? len : 0);
+}
+
+size_t pcori_tx_cost(int pid, bool copy, size_t len)
+{
+	pcori_peer_t *peer = pcori_peer_get(pid);
+	pcori_route_t *rt = peer ? pcori_peer_route(peer) : NULL;
+	return tx_cost(copy, len, goes_rndv(rt, len));
 }
 
 static void txb_put(size_t n)
@@ -156,6 +176,28 @@ bool pcori_txm_done(pcori_txmsg_t *m)
 	if (!(m->flags & PCORI_TXM_ACKED))
 		return false;
 	return !(m->flags & PCORI_TXM_RNDV) || (m->flags & PCORI_TXM_FINNED);
+}
+
+/*
+ * Complete m's send once all it waits for holds: accepted (an ack, or a
+ * rendezvous's FIN); a sendDMA from the caller's own memory also needs
+ * its FIN and no fabric operation still reading that memory (a resend
+ * may sit in the provider's queue when the ack comes, and the caller may
+ * reuse the buffer as soon as the handle completes).  Stream lock held.
+ */
+void pcori_txm_settle(pcori_txmsg_t *m, pcori_deferred_t *d)
+{
+	if (!m->req || !(m->flags & (PCORI_TXM_ACKED | PCORI_TXM_FINNED)))
+		return;
+	bool callers = m->req->kind == PCORI_REQ_SEND_DMA &&
+		       !(m->req->flags & PCOR_SEND_HANDOVER);
+	if (callers && (((m->flags & PCORI_TXM_RNDV) &&
+			 !(m->flags & PCORI_TXM_FINNED)) ||
+			atomic_load_explicit(&m->inflight,
+					     memory_order_acquire)))
+		return;
+	pcori_defer(d, PCORI_D_COMPLETE, m->req, PCOR_OK, NULL);
+	m->req = NULL;
 }
 
 /* The id a rendezvous is named by on the wire (never a raw pointer). */
@@ -421,10 +463,11 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 	if (!ts)
 		return PCOR_ERR_NOMEM;
 
+	pcori_route_t *rt = pcori_peer_route(peer);
 	if (len <= pcori_net.fast_max) {
-		pcori_route_t *rt = pcori_peer_route(peer);
 		if (PCORI_LIKELY(rt && rt->port->lossless && rt->hops == 1 &&
-				 len <= rt->port->fast_max)) {
+				 len <= rt->port->fast_max &&
+				 len <= rt->port->read_above)) {
 			rc = fast_send(ts, rt, kind, thid, tag, ctx, buf, len,
 				       flags, h_p);
 			if (rc != PCOR_ERR_AGAIN)
@@ -433,16 +476,16 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 	}
 
 	const bool copy = kind == PCORI_REQ_SEND_COPY;
-	const bool rndv = len > pcori_net.eager_max;
+	const bool rndv = goes_rndv(rt, len);
 	uint32_t nfrags = pcori_frag_count(len, pcori_net.frag_size);
-	size_t hbytes = tx_hdr_bytes(len);
+	size_t hbytes = tx_hdr_bytes(len, rndv);
 	size_t inline_copy = copy && !rndv ? len : 0;
 	/*
 	 * Charged before anything is allocated: a refusal sends nothing.  A
 	 * copy that alone exceeds the budget would never fit: one such at a
 	 * time goes past it, charged for its record only.
 	 */
-	size_t cost = pcori_tx_cost(copy, len);
+	size_t cost = tx_cost(copy, len, rndv);
 	bool oversize = copy && cost > (uint64_t)pcori_net.txb.max;
 	if (oversize)
 		cost -= len;
@@ -472,7 +515,6 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 	pcori_list_init(&m->slink);
 	if (rndv) {
 		m->flags |= PCORI_TXM_RNDV;
-		pcori_route_t *rt = pcori_peer_route(peer);
 		m->busy_port = rt ? rt->port : NULL;
 		if (m->busy_port)
 			atomic_fetch_add(&m->busy_port->busy, 1);
@@ -553,11 +595,7 @@ static void on_fin(pcori_peer_t *peer, int32_t thid, uint64_t cookie)
 	pcori_txmsg_t *m = find_rndv(ts, cookie);
 	if (m) {
 		m->flags |= PCORI_TXM_FINNED;
-		if (m->req) {
-			pcori_defer(&d, PCORI_D_COMPLETE, m->req, PCOR_OK,
-				    NULL);
-			m->req = NULL;
-		}
+		pcori_txm_settle(m, &d);
 		if (pcori_txm_done(m)) {
 			pcori_list_remove(&m->link);
 			dead = m;
@@ -684,8 +722,14 @@ void pcori_port_tx_done(pcori_port_t *p, pcori_ctx_t *ctx, int status)
 		 * destination.  The frame is lost like any other and resent,
 		 * on the rebuilt route, or failed if none is left.
 		 */
-	} else if (status && !(m->flags & PCORI_TXM_DEAD)) {
-		/* A send the fabric failed: the peer is likely gone. */
+	} else if (status && !(m->flags & PCORI_TXM_DEAD) &&
+		   !((m->flags & PCORI_TXM_ACKED) &&
+		     (!(m->flags & PCORI_TXM_RNDV) ||
+		      (m->flags & PCORI_TXM_FINNED)))) {
+		/*
+		 * A send the fabric failed: the peer is likely gone.  (A
+		 * resend of what was accepted already changes nothing.)
+		 */
 		m->flags |= PCORI_TXM_DEAD;
 		if (m->req) {
 			pcori_defer(&d, PCORI_D_COMPLETE, m->req,
@@ -698,10 +742,12 @@ void pcori_port_tx_done(pcori_port_t *p, pcori_ctx_t *ctx, int status)
 		}
 	}
 	if (atomic_fetch_sub_explicit(&m->inflight, 1, memory_order_acq_rel) ==
-		1 &&
-	    pcori_txm_done(m)) {
-		pcori_list_remove(&m->link);
-		dead = true;
+	    1) {
+		pcori_txm_settle(m, &d);
+		if (pcori_txm_done(m)) {
+			pcori_list_remove(&m->link);
+			dead = true;
+		}
 	}
 	pcori_unlock(&ts->lock);
 	pcori_run_deferred(&d);

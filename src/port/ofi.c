@@ -703,6 +703,7 @@ static int open_one(struct fi_info *fi, const char *provider, int index,
 	p->base.fast_max = p->base.lossless && frame > PCORI_WIRE_HDR_SIZE
 				   ? frame - PCORI_WIRE_HDR_SIZE
 				   : 0;
+	p->base.read_above = SIZE_MAX; /* PCOR_EAGER_MAX decides */
 	PCORI_INFO(PCORI_SUB_DISPATCH,
 		   "port %d: %s domain %s network %s, %s receive buffers, "
 		   "%s",

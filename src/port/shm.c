@@ -908,6 +908,7 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	/* What is in a ring is never lost; a test's drops make it lossy. */
 	p->base.lossless = !cfg->drop_every;
 	p->base.fast_max = SIZE_MAX; /* larger ones go through cells */
+	p->base.read_above = (size_t)cfg->shm_eager_max;
 	p->base.can_read = cma_startup_check();
 
 	step = "membership hook";

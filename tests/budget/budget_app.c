@@ -212,7 +212,7 @@ static int send_one(sender_t *s, const void *b, size_t n, bool full)
 	if (full) {
 		int64_t held = atomic_load(&pcori_net.txb.held);
 		int64_t max = pcori_net.txb.max;
-		CHECK(held + (int64_t)pcori_tx_cost(true, n) > max);
+		CHECK(held + (int64_t)pcori_tx_cost(1, true, n) > max);
 		double fill_ = (double)held / (double)max;
 		if (s->worst_fill == 0 || fill_ < s->worst_fill)
 			s->worst_fill = fill_;
@@ -271,7 +271,7 @@ static void send_round(sender_t *s, int round, uint64_t deadline)
 	       round, rd->count, rd->size, i - REFUSALS,
 	       (long long)held_at_full, (long long)msgs_at_full,
 	       (long long)(held_at_full / msgs_at_full),
-	       pcori_tx_cost(true, rd->size),
+	       pcori_tx_cost(1, true, rd->size),
 	       (double)(rss_at_full - rss_base) / (double)MiB,
 	       (long long)((rss_at_full - rss_base) / msgs_at_full));
 	char name[64];

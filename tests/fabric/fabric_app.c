@@ -381,8 +381,8 @@ static int run_order(int n)
 /*
  * One stream that mixes every way a message travels: fast frames (0 to a
  * few bytes), messages through cells (above a ring's inline size),
- * several fragments, rendezvous -- sent back to back, some with sendDMA.
- * The receiver takes them with one tag in order and checks each one's
+ * several fragments, rendezvous -- a round of them in flight at once,
+ * some with sendDMA.  The receiver takes them with one tag in order and checks each one's
  * size and every byte: nothing overtakes, nothing is torn.
  */
 static const size_t mixed_sizes[] = {0,     8,      31,        32,
@@ -400,24 +400,37 @@ static int run_mixed(int rounds)
 	size_t max = 3 * MiB;
 	int total = rounds * (int)MIXED_N;
 	if (me == 1) {
-		void *d;
-		CHECK_OK(pcor_dma_alloc(max, &d));
+		/*
+		 * A round's messages are all in flight together, so the ones
+		 * sent from DMA memory each have their own place in it.
+		 */
+		size_t at[MIXED_N], dma_bytes = 0;
+		for (size_t j = 0; j < MIXED_N; j++) {
+			at[j] = dma_bytes;
+			dma_bytes += mixed_sizes[j];
+		}
+		uint8_t *d;
+		CHECK_OK(pcor_dma_alloc(dma_bytes, (void **)&d));
 		uint8_t *b = malloc(max);
 		CHECK(b);
+		pcor_handle_t h[MIXED_N];
 		for (int i = 0; i < total; i++) {
-			size_t n = mixed_sizes[i % MIXED_N];
+			size_t j = (size_t)i % MIXED_N;
+			size_t n = mixed_sizes[j];
 			/* Every third one from DMA memory, without a copy. */
-			uint8_t *src = i % 3 == 2 ? d : b;
+			uint8_t *src = i % 3 == 2 ? d + at[j] : b;
 			for (size_t k = 0; k < n; k++)
 				src[k] = mixed_byte(i, k);
-			pcor_handle_t h;
-			if (src == d)
-				CHECK_OK(pcor_send_dma(0, 0, TAG_DATA, d, n, 0,
-						       &h));
+			if (src != b)
+				CHECK_OK(pcor_send_dma(0, 0, TAG_DATA, src, n,
+						       0, &h[j]));
 			else
 				CHECK_OK(pcor_send_copy(0, 0, TAG_DATA, b, n,
-							&h));
-			CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+							&h[j]));
+			if (j + 1 < MIXED_N)
+				continue;
+			for (size_t w = 0; w < MIXED_N; w++)
+				CHECK_OK(pcor_handle_test(h[w], PCOR_BLOCK));
 		}
 		free(b);
 		CHECK_OK(pcor_dma_free(d));

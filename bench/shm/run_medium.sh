@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# run_medium.sh -- medium messages (1-64 KiB) between two processes of one
+# host: pcor's streaming bandwidth over pcor-shm with the default
+# rendezvous threshold and with each PCOR_SHM_EAGER_MAX candidate, sending
+# from DMA memory (pcor_send_dma) and with pcor_send_copy ("-copy" rows),
+# next to Open MPI (vader) and MPICH running bench/shm/mpi_p2p.c, interleaved:
+# every repetition runs every configuration once, in turn.  This is the
+# measurement the threshold's default comes from.
+#
+#   bench/shm/run_medium.sh [BUILD_DIR]
+#
+# Environment: REPS (default 10), THRESHOLDS (default "4k 8k 16k 32k 64k"),
+# OUT (default a scratch directory).  Writes raw.csv, summary.md and
+# medium.png; prints per size the median MB/s of each configuration and
+# pcor's default over the better MPI.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:-build}" && pwd)
+REPS=${REPS:-10}
+THRESHOLDS=${THRESHOLDS:-"4k 8k 16k 32k 64k"}
+OUT=${OUT:-$(dirname "$(mktemp -u)")/pcor-medium-bench}
+mkdir -p "$OUT"
+raw=$OUT/raw.csv
+: >"$raw"
+pcorrun=$build/tools/pcorrun
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+for v in $(env | sed -n 's/^\(PCOR_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
+BW="-m 1k:64k"
+echo "load: $(uptime)"
+
+build_mpi() { # IMPL -> the path of mpi_p2p built with that MPI
+	local exe=$OUT/mpi_p2p.$1
+	command -v "mpicc.$1" >/dev/null || return 1
+	"mpicc.$1" -O2 -std=c11 -o "$exe" "$here/mpi_p2p.c" || return 1
+	echo "$exe"
+}
+MPI_OMPI=$(build_mpi openmpi) || echo "no Open MPI: left out" >&2
+MPI_MPICH=$(build_mpi mpich) || echo "no MPICH: left out" >&2
+
+pcor() { # LABEL REP [VAR=VALUE...]: DMA sends, then copy sends
+	local label=$1 rep=$2 c
+	shift 2
+	for c in "" -c; do
+		env "$@" timeout 120 "$pcorrun" -n 2 "$build/bench/pcor_bw" \
+			$BW $c -t "$label${c:+-copy}" 2>/dev/null |
+			sed "s/\$/,$rep/" >>"$raw" || echo "$label failed" >&2
+	done
+}
+mpi() { # LABEL LAUNCHER EXE REP
+	[ -n "$3" ] || return 0
+	timeout 120 $2 "$3" bw $BW -t "$1" 2>/dev/null |
+		sed "s/\$/,$4/" >>"$raw" || echo "$1 failed" >&2
+}
+
+for rep in $(seq "$REPS"); do
+	echo "== repetition $rep of $REPS" >&2
+	pcor pcor-default "$rep"
+	for t in $THRESHOLDS; do
+		pcor "pcor-eager-$t" "$rep" PCOR_SHM_EAGER_MAX="$t"
+	done
+	mpi ompi-vader "mpirun.openmpi -n 2 --bind-to core --mca pml ob1 --mca btl self,vader" \
+		"$MPI_OMPI" "$rep"
+	mpi mpich "mpiexec.mpich -n 2 -bind-to core" "$MPI_MPICH" "$rep"
+done
+
+python3 - "$raw" "$OUT" <<'PY'
+import csv, statistics, sys
+raw, out = sys.argv[1:3]
+runs = {}
+for r in csv.reader(open(raw)):
+    if len(r) < 6 or r[0] != 'bw':
+        continue
+    runs.setdefault((r[1].split('/')[0], int(r[2])), []).append(float(r[3]))
+labels = sorted({k[0] for k in runs})
+sizes = sorted({k[1] for k in runs})
+med = lambda k: statistics.median(runs[k]) if k in runs else None
+lines = ['| size | ' + ' | '.join(labels) + ' | default / better MPI |',
+         '|---:|' + '---:|' * (len(labels) + 1)]
+for s in sizes:
+    best = max([x for x in (med(('ompi-vader', s)), med(('mpich', s))) if x]
+               or [0])
+    d = med(('pcor-default', s))
+    lines.append('| %d | ' % s + ' | '.join(
+        '%.0f' % med((l, s)) if med((l, s)) else '' for l in labels) +
+        ' | %s |' % ('%.2f' % (d / best) if d and best else 'n/a'))
+open(out + '/summary.md', 'w').write('\n'.join(lines) + '\n')
+print('\n'.join(lines))
+with open(out + '/medium.dat', 'w') as f:
+    for l in labels:
+        f.write('"%s"\n' % l)
+        for s in sizes:
+            k = (l, s)
+            if k in runs:
+                f.write('%d %.1f %.1f %.1f\n' % (s, med(k), min(runs[k]),
+                                                 max(runs[k])))
+        f.write('\n\n')
+PY
+if command -v gnuplot >/dev/null; then
+	gnuplot <<GP
+set terminal pngcairo size 800,480
+set output "$OUT/medium.png"
+set title "streaming bandwidth, 2 processes on one host (median, min-max)"
+set xlabel "message size (bytes)"; set ylabel "MB/s"; set logscale x 2
+set key top left
+stats "$OUT/medium.dat" using 0 nooutput
+plot for [i=0:STATS_blocks-1] "$OUT/medium.dat" index i using 1:2:3:4 \
+	with yerrorlines title columnheader(1)
+GP
+fi
+echo "summary: $OUT/summary.md; plot: $OUT/medium.png" >&2
