@@ -7,7 +7,10 @@
  *                       [-w WINDOW] [-t LABEL]
  *
  * lat  ping-pong, one-way latency = round trip / 2 (us); receives are
- *      posted before the matching send is made, as in pcor_lat.
+ *      posted before the matching send is made, as in pcor_lat.  Per
+ *      size the mean ("latency"), then the median ("lat-p50") and the
+ *      99th percentile ("lat-p99") of the single round trips, halved,
+ *      timed as pcor_lat times them (iteration start to iteration start).
  * bw   windows of 64 MPI_Isend from rank 0, 64 MPI_Irecv on rank 1, a
  *      4-byte ack per window; MB/s (10^6 bytes/s) of payload.
  * mr   the bw pattern with 1-byte messages; messages per second.
@@ -50,17 +53,38 @@ static long mb_iters_for(size_t size, long base)
 	return n < 10 ? 10 : n;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* The p-th percentile (nearest rank) of n samples, sorted in place. */
+static double percentile(double *v, long n, int p)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	long k = (n * p + 99) / 100;
+	return v[k > 0 ? k - 1 : 0];
+}
+
+/* Mean one-way latency (us); rtt gets the iters round trips (s). */
 static double mb_lat(int me, size_t size, long iters, long warm, char *sbuf,
-		     char *rbuf)
+		     char *rbuf, double *rtt)
 {
 	int peer = 1 - me;
 	MPI_Request r;
-	double t0 = 0;
+	double t0 = 0, prev = 0;
 	MPI_Barrier(MPI_COMM_WORLD);
 	MPI_Irecv(rbuf, (int)size, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &r);
 	for (long i = 0; i < iters + warm; i++) {
-		if (i == warm)
-			t0 = MPI_Wtime();
+		if (i >= warm) {
+			double t = MPI_Wtime();
+			if (i == warm)
+				t0 = t;
+			else
+				rtt[i - warm - 1] = t - prev;
+			prev = t;
+		}
 		int more = i + 1 < iters + warm;
 		if (me == 0) {
 			MPI_Send(sbuf, (int)size, MPI_CHAR, peer, 2,
@@ -78,7 +102,9 @@ static double mb_lat(int me, size_t size, long iters, long warm, char *sbuf,
 				 MPI_COMM_WORLD);
 		}
 	}
-	return (MPI_Wtime() - t0) * 1e6 / (2.0 * (double)iters);
+	double t1 = MPI_Wtime();
+	rtt[iters - 1] = t1 - prev;
+	return (t1 - t0) * 1e6 / (2.0 * (double)iters);
 }
 
 /* Seconds rank 0 spent on iters windows (the pattern of sb_window). */
@@ -161,19 +187,25 @@ int main(int argc, char **argv)
 	 * misreads MPICH's sentinel pointer. */
 	MPI_Request *h = malloc(sizeof(*h) * (size_t)a.window);
 	MPI_Status *st = malloc(sizeof(*st) * (size_t)a.window);
-	if (!sbuf || !rbuf || !h || !st)
+	double *rtt = malloc(sizeof(*rtt) * (size_t)a.iters);
+	if (!sbuf || !rbuf || !h || !st || !rtt)
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	memset(sbuf, 'a', a.max ? a.max : 1);
 	memset(rbuf, 0, a.max ? a.max : 1);
 	for (size_t size = a.min;; size = size ? size * 2 : 1) {
 		if (lat) {
-			double us = mb_lat(me, size,
-					   mb_iters_for(size, a.iters),
+			long iters = mb_iters_for(size, a.iters);
+			double us = mb_lat(me, size, iters,
 					   mb_iters_for(size, a.warmup), sbuf,
-					   rbuf);
-			if (me == 0)
+					   rbuf, rtt);
+			if (me == 0) {
 				printf("latency,%s,%zu,%.3f,us\n", a.label,
 				       size, us);
+				printf("lat-p50,%s,%zu,%.3f,us\n", a.label,
+				       size, percentile(rtt, iters, 50) * 5e5);
+				printf("lat-p99,%s,%zu,%.3f,us\n", a.label,
+				       size, percentile(rtt, iters, 99) * 5e5);
+			}
 		} else {
 			long iters = a.iters, warm = a.warmup;
 			if (bw && size > 8192) {
@@ -194,6 +226,7 @@ int main(int argc, char **argv)
 		if (size >= a.max)
 			break;
 	}
+	free(rtt);
 	free(st);
 	free(h);
 	free(sbuf);

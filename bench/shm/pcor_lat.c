@@ -3,6 +3,16 @@
  * measures it: pid 0 sends, pid 1 answers with as many bytes, and the
  * round trip over 2 is reported (microseconds).
  *
+ * pid 0 prints, per size, the mean (the timed loop's length over its
+ * iterations), then the median and the 99th percentile of the single
+ * round trips, halved:
+ *   latency,LABEL,SIZE,MEAN,us
+ *   lat-p50,LABEL,SIZE,MEDIAN,us
+ *   lat-p99,LABEL,SIZE,P99,us
+ * A round trip is the time from the start of one iteration to the start
+ * of the next (one clock read per iteration), so the samples add up to
+ * the loop's length and their mean is the first line's figure.
+ *
  * Both sides post the receive for the next message before sending, so a
  * message always meets a posted receive, like a pre-posted MPI_Recv.  The
  * send buffer is DMA memory (pcor_send_dma: no copy on the send side, the
@@ -16,6 +26,20 @@
 #include "shm_bench.h"
 
 #include <sys/resource.h>
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* The p-th percentile (nearest rank) of n samples, sorted in place. */
+static int64_t percentile(int64_t *v, long n, int p)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_i64);
+	long k = (n * p + 99) / 100;
+	return v[k > 0 ? k - 1 : 0];
+}
 
 static long ctx_switches(void)
 {
@@ -33,18 +57,28 @@ int main(int argc, char **argv)
 	char *sbuf, *rbuf;
 	int me = sb_start(&argc, &argv, "pcor_lat", &a, &sbuf, &rbuf);
 	int peer = 1 - me;
+	/* Round trips of one size (sb_iters_for never gives more). */
+	int64_t *rtt = malloc(sizeof(*rtt) * (size_t)a.iters);
+	if (!rtt)
+		sb_must(PCOR_ERR_NOMEM, "samples");
 	for (size_t size = a.min;; size = size ? size * 2 : 1) {
 		long iters = sb_iters_for(size, a.iters);
 		long warm = sb_iters_for(size, a.warmup);
 		sb_barrier(me, 1);
 		pcor_handle_t r, s;
-		int64_t t0 = 0;
+		int64_t t0 = 0, prev = 0;
 		long cs0 = 0;
 		sb_must(pcor_recv_copy(peer, 0, 2, rbuf, size, NULL, &r), "recv");
 		for (long i = 0; i < iters + warm; i++) {
-			if (i == warm) {
+			if (i == warm)
 				cs0 = ctx_switches();
-				t0 = sb_now_ns();
+			if (i >= warm && me == 0) {
+				int64_t t = sb_now_ns();
+				if (i == warm)
+					t0 = t;
+				else
+					rtt[i - warm - 1] = t - prev;
+				prev = t;
 			}
 			if (me == 0) {
 				sb_must(pcor_send_dma(peer, 0, 2, sbuf, size, 0,
@@ -71,8 +105,13 @@ int main(int argc, char **argv)
 		int64_t t1 = sb_now_ns();
 		long cs = ctx_switches() - cs0;
 		if (me == 0) {
+			rtt[iters - 1] = t1 - prev;
 			printf("latency,%s,%zu,%.3f,us\n", a.label, size,
 			       (double)(t1 - t0) / 1e3 / (2.0 * (double)iters));
+			printf("lat-p50,%s,%zu,%.3f,us\n", a.label, size,
+			       (double)percentile(rtt, iters, 50) / 2e3);
+			printf("lat-p99,%s,%zu,%.3f,us\n", a.label, size,
+			       (double)percentile(rtt, iters, 99) / 2e3);
 			printf("ctxsw,%s,%zu,%.4f,per-round-trip\n", a.label,
 			       size, (double)cs / (double)iters);
 		}
@@ -80,5 +119,6 @@ int main(int argc, char **argv)
 		if (size >= a.max)
 			break;
 	}
+	free(rtt);
 	return sb_finish(me, sbuf, rbuf);
 }

@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
 # run_small.sh -- small messages between two processes of one host: pcor
 # over pcor-shm (no PCOR_* knob set, then each dispatcher mode) next to
-# Open MPI (vader) and MPICH running bench/shm/mpi_p2p.c, and the bare
-# two-process references (bench/shm/futex_pp.c), all in one run,
-# interleaved: every repetition runs every configuration once, in turn.
+# Open MPI (vader) and MPICH running bench/shm/mpi_p2p.c and, when a copy
+# of the OSU micro-benchmarks is at hand, OSU's osu_latency, osu_bw and
+# osu_mbw_mr, and the bare two-process references (bench/shm/futex_pp.c),
+# all in one run, interleaved: every repetition runs every configuration
+# once, in turn.
 #
 #   bench/shm/run_small.sh [--smoke] [BUILD_DIR]
 #
-# Measures 1-8 B one-way latency, 1 B message rate (window 64) and
-# 64 KiB-4 MiB bandwidth; per message, pcor's frames, standalone acks and
-# dispatcher CPU time (PCOR_STATS), context switches per round trip
-# (pcor_lat) and the futex calls (strace -c, one extra short run per mode).  Prints the summary table (median, min, max
-# over repetitions, run-to-run max/min) and the ratios the fast-path
-# targets name; writes raw.csv, summary.md and small.png to OUT.
-# Environment: REPS (default 10), SCRATCH, OUT.  --smoke: pcor only, tiny.
+# Measures 1-8 B one-way latency (mean, median and 99th percentile of
+# the round trips, halved), 1 B message rate (window 64) and 64 KiB-4 MiB
+# bandwidth; per message, pcor's frames, standalone acks and dispatcher
+# CPU time (PCOR_STATS), context switches per round trip (pcor_lat) and
+# the futex calls (strace -c, one extra short run per mode).  Prints the
+# summary tables (median, min, max over repetitions, run-to-run max/min;
+# per configuration and size the median over repetitions of each run's
+# mean, median and p99 latency) and the ratios the fast-path targets
+# name; writes raw.csv, summary.md and small.png to OUT.
+#
+# Environment: REPS (default 10), SCRATCH, OUT, and OSU_SRC: a directory
+# holding an unpacked OSU micro-benchmarks source tree (any version whose
+# layout has a pt2pt directory with osu_latency.c).  The script fetches
+# nothing: with OSU_SRC it builds osu_latency, osu_bw and osu_mbw_mr
+# into SCRATCH with mpicc.openmpi and mpicc.mpich (configure and make,
+# out of the source tree; failing that, compiling the files directly)
+# and runs them as osu-ompi-vader and osu-mpich; without it only
+# mpi_p2p.c stands for the MPIs.  --smoke: pcor only, tiny.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 smoke=0
@@ -37,6 +50,12 @@ else
 	LAT="-m 1:8 -i 20000 -x 1000" MR="-i 2000 -x 200" BW="-m 64k:4m"
 	FUT="-i 200000 -x 1000"
 fi
+# OSU's flags for the same sizes, counts and window (as mpi_p2p's bw:
+# 20 iterations of 2 warm-up above 8 KiB); sizes MIN MAX for the parser.
+OSU_LAT="-m 1:8 -i 20000 -x 1000" OSU_LAT_SIZES="1 8"
+OSU_BW="-m 65536:4194304 -i 20 -x 2 -W 64" OSU_BW_SIZES="65536 4194304"
+OSU_MR="-m 1:1 -i 2000 -x 200 -W 64" OSU_MR_SIZES="1 1"
+
 echo "load: $(uptime)"
 
 # pcor LABEL REP [VAR=VALUE...]: the three benchmarks, counters kept.
@@ -57,6 +76,83 @@ build_mpi() { # IMPL -> the path of mpi_p2p built with that MPI
 	echo "$exe"
 }
 
+# build_osu IMPL -> the directory where osu_latency, osu_bw and
+# osu_mbw_mr were built from OSU_SRC with that MPI (log: SCRATCH/osu.IMPL.log)
+build_osu() {
+	local impl=$1 top=$SCRATCH/osu.$1 log=$SCRATCH/osu.$1.log rel util b f
+	local cxx=()
+	command -v "mpicc.$impl" >/dev/null || return 1
+	rel=$(cd "$OSU_SRC" && find . -path '*pt2pt*' -name osu_latency.c | head -n 1)
+	[ -n "$rel" ] || return 1
+	rel=${rel%/osu_latency.c}
+	rel=${rel#./}
+	command -v "mpicxx.$impl" >/dev/null && cxx=("CXX=mpicxx.$impl")
+	rm -rf "$top"
+	mkdir -p "$top"
+	if (cd "$top" && "$OSU_SRC/configure" "CC=mpicc.$impl" "${cxx[@]}" &&
+		make -C "$rel" osu_latency osu_bw osu_mbw_mr) >"$log" 2>&1; then
+		echo "$top/$rel"
+		return 0
+	fi
+	# A source tree configured in place refuses builds elsewhere: compile
+	# each program with the helpers its version has (osu_util*.c in
+	# util/, or osu_pt2pt.c beside it), or alone.
+	echo "osu ($impl): configure and make failed, compiling directly" >&2
+	util=$(cd "$OSU_SRC" && find . -name osu_util.c | head -n 1)
+	util=$OSU_SRC/${util%/osu_util.c}
+	local extra=()
+	for f in "$util"/osu_util.c "$util"/osu_util_mpi.c \
+		"$util"/osu_util_graph.c "$util"/osu_util_papi.c \
+		"$OSU_SRC/$rel/osu_pt2pt.c"; do
+		[ -f "$f" ] && extra+=("$f")
+	done
+	mkdir -p "$top/direct"
+	for b in osu_latency osu_bw osu_mbw_mr; do
+		f=("-O2" "-DFIELD_WIDTH=18" "-DFLOAT_PRECISION=2" "-I$util"
+		   "-I$OSU_SRC/$rel" -o "$top/direct/$b" "$OSU_SRC/$rel/$b.c")
+		"mpicc.$impl" "${f[@]}" "${extra[@]}" -lm >>"$log" 2>&1 ||
+			"mpicc.$impl" "${f[@]}" -lm >>"$log" 2>&1 || return 1
+	done
+	echo "$top/direct"
+}
+
+# osu_knows NAME: OSU_SRC's options have the long name NAME.
+osu_knows() {
+	grep -rqs --include='*.[ch]' -e "\"$1\"" "$OSU_SRC"
+}
+
+# osu_flags FLAGS -> osu_args: FLAGS without what the OSU at hand does
+# not know (before 5.4 or so: no -m, every size is run; no -W, the
+# window is 64).
+osu_flags() {
+	local skip=0 x
+	osu_args=()
+	for x in $1; do
+		if [ $skip = 1 ]; then skip=0; continue; fi
+		case $x in
+		-m) [ "$osu_m" = 1 ] || { skip=1; continue; } ;;
+		-W) [ "$osu_w" = 1 ] || { skip=1; continue; } ;;
+		esac
+		osu_args+=("$x")
+	done
+}
+
+osu() { # LABEL LAUNCHER DIR REP
+	local label=$1 launcher=$2 dir=$3 rep=$4 k b flags sizes
+	[ -n "$dir" ] || return 0
+	for k in lat bw mr; do
+		case $k in
+		lat) b=osu_latency flags="$OSU_LAT $osu_z" sizes=$OSU_LAT_SIZES ;;
+		bw) b=osu_bw flags=$OSU_BW sizes=$OSU_BW_SIZES ;;
+		mr) b=osu_mbw_mr flags=$OSU_MR sizes=$OSU_MR_SIZES ;;
+		esac
+		osu_flags "$flags"
+		timeout 300 $launcher "$dir/$b" "${osu_args[@]}" 2>/dev/null |
+			python3 "$here/osu_csv.py" $k "$label" "$rep" $sizes >>"$raw" ||
+			echo "$label: $b failed" >&2
+	done
+}
+
 mpi() { # LABEL LAUNCHER EXE REP
 	local label=$1 launcher=$2 exe=$3 rep=$4 b
 	[ -n "$exe" ] || return 0
@@ -68,10 +164,28 @@ mpi() { # LABEL LAUNCHER EXE REP
 
 : >"$raw"
 : >"$stats"
-MPI_OMPI= MPI_MPICH=
+MPI_OMPI='' MPI_MPICH='' OSU_OMPI='' OSU_MPICH=''
+OMPI="mpirun.openmpi -n 2 --bind-to core --mca pml ob1 --mca btl self,vader"
+MPICH="mpiexec.mpich -n 2 -bind-to core"
 if [ $smoke = 0 ]; then
 	MPI_OMPI=$(build_mpi openmpi) || echo "no Open MPI: left out" >&2
 	MPI_MPICH=$(build_mpi mpich) || echo "no MPICH: left out" >&2
+	if [ -n "${OSU_SRC:-}" ] && [ -d "$OSU_SRC" ]; then
+		OSU_SRC=$(cd "$OSU_SRC" && pwd)
+		# -z: tail latencies (P50, P90, P99 of the halved round trips).
+		osu_m=0 osu_w=0 osu_z=''
+		osu_knows message-size && osu_m=1
+		osu_knows window-size && osu_w=1
+		osu_knows tail-lat && osu_z=-z
+		[ -n "$osu_z" ] || echo "OSU without -z: its p50/p99 left out" >&2
+		echo "OSU: building from $OSU_SRC" >&2
+		[ -z "$MPI_OMPI" ] || OSU_OMPI=$(build_osu openmpi) ||
+			echo "OSU with Open MPI failed to build (see $SCRATCH/osu.openmpi.log): left out" >&2
+		[ -z "$MPI_MPICH" ] || OSU_MPICH=$(build_osu mpich) ||
+			echo "OSU with MPICH failed to build (see $SCRATCH/osu.mpich.log): left out" >&2
+	else
+		echo "OSU not present: using bench/shm/mpi_p2p.c"
+	fi
 fi
 for rep in $(seq "$REPS"); do
 	[ $smoke = 1 ] || echo "== repetition $rep of $REPS" >&2
@@ -80,9 +194,10 @@ for rep in $(seq "$REPS"); do
 	pcor pcor-block "$rep" PCOR_PROVIDERS=pcor-shm PCOR_DISPATCH=block
 	pcor pcor-block-nospin "$rep" PCOR_PROVIDERS=pcor-shm \
 		PCOR_DISPATCH=block PCOR_SPIN_NS=0
-	mpi ompi-vader "mpirun.openmpi -n 2 --bind-to core --mca pml ob1 --mca btl self,vader" \
-		"$MPI_OMPI" "$rep"
-	mpi mpich "mpiexec.mpich -n 2 -bind-to core" "$MPI_MPICH" "$rep"
+	mpi ompi-vader "$OMPI" "$MPI_OMPI" "$rep"
+	osu osu-ompi-vader "$OMPI" "$OSU_OMPI" "$rep"
+	mpi mpich "$MPICH" "$MPI_MPICH" "$rep"
+	osu osu-mpich "$MPICH" "$OSU_MPICH" "$rep"
 	for k in spin futex; do
 		"$build/bench/futex_pp" $k $FUT | sed "s/\$/,$rep/" >>"$raw"
 	done
@@ -110,11 +225,12 @@ runs = {}
 for r in csv.reader(open(raw)):
     if len(r) < 6: continue
     bench, label, size, val = r[0], r[1], int(r[2]), float(r[3])
-    # mpi_p2p and pcor labels carry their transport after a slash
+    # mpi_p2p and pcor labels may carry their transport after a slash
     label = label.split('/')[0]
     runs.setdefault((bench, label, size), []).append(val)
 if smoke == '1':
-    want = {('latency', 'pcor-default'), ('rate', 'pcor-default'),
+    want = {('latency', 'pcor-default'), ('lat-p50', 'pcor-default'),
+            ('lat-p99', 'pcor-default'), ('rate', 'pcor-default'),
             ('bw', 'pcor-default'), ('latency', 'bare-futex')}
     have = {(b, l) for (b, l, s) in runs}
     missing = want - have
@@ -132,26 +248,51 @@ for k in sorted(runs):
         max(v) / min(v) if min(v) > 0 else 0))
 def ratio(a, b):
     return '%.2f' % (a / b) if a and b else 'n/a'
+def num(v):
+    return 'n/a' if v is None else '%.3f' % v if v < 1000 else '%.0f' % v
+def cell(k):
+    v = med(k)
+    return '–' if v is None else '%.3f' % v
+# One-way latency per configuration: the median over repetitions of each
+# run's mean, median (p50) and 99th percentile of the halved round trips.
+lines += ['', '| one-way latency (us) | size | mean | p50 | p99 | runs |',
+          '|---|---:|---:|---:|---:|---:|']
+for (b, cfg, size) in sorted(k for k in runs if k[0] == 'latency'):
+    lines.append('| %s | %d | %s | %s | %s | %d |' % (
+        cfg, size, cell(('latency', cfg, size)), cell(('lat-p50', cfg, size)),
+        cell(('lat-p99', cfg, size)), len(runs[('latency', cfg, size)])))
+mpis = [m for m in ('ompi-vader', 'osu-ompi-vader')
+        if any(k[0] == 'latency' and k[1] == m for k in runs)] or ['ompi-vader']
 lines += ['', '| target | pcor | reference | ratio |', '|---|---:|---:|---:|']
 for size in (1, 2, 4, 8):
     for cfg in ('pcor-default', 'pcor-poll'):
-        p, v = med(('latency', cfg, size)), med(('latency', 'ompi-vader', size))
-        lines.append('| %d B one way, %s / vader | %s | %s | %s |' % (
-            size, cfg, p, v, ratio(p, v)))
+        for m in mpis:
+            p, v = med(('latency', cfg, size)), med(('latency', m, size))
+            lines.append('| %d B one way, %s / %s | %s | %s | %s |' % (
+                size, cfg, m, num(p), num(v), ratio(p, v)))
+for cfg in ('pcor-default', 'pcor-poll'):
+    for m in mpis:
+        p, v = med(('lat-p99', cfg, 8)), med(('lat-p99', m, 8))
+        if p is not None and v is not None:
+            lines.append('| 8 B one way p99, %s / %s | %s | %s | %s |' % (
+                cfg, m, num(p), num(v), ratio(p, v)))
 p, f = med(('latency', 'pcor-block-nospin', 8)), med(('latency', 'bare-futex', 8))
-lines.append('| 8 B block (PCOR_SPIN_NS=0) / bare futex | %s | %s | %s |' % (p, f, ratio(p, f)))
+lines.append('| 8 B block (PCOR_SPIN_NS=0) / bare futex | %s | %s | %s |' % (num(p), num(f), ratio(p, f)))
 p, f = med(('latency', 'pcor-block', 8)), med(('latency', 'bare-futex', 8))
-lines.append('| 8 B block (default spin) / bare futex | %s | %s | %s |' % (p, f, ratio(p, f)))
+lines.append('| 8 B block (default spin) / bare futex | %s | %s | %s |' % (num(p), num(f), ratio(p, f)))
 for cfg in ('pcor-default', 'pcor-poll', 'pcor-block'):
     c = med(('ctxsw', cfg, 8))
     if c is not None:
         lines.append('| 8 B, %s: context switches per round trip (pid 0, all threads) | %.4f | | |' % (cfg, c))
-p, v = med(('rate', 'pcor-default', 1)), med(('rate', 'ompi-vader', 1))
-lines.append('| 1 B rate, pcor / vader (higher is better) | %s | %s | %s |' % (p, v, ratio(p, v)))
+for m in ('ompi-vader', 'osu-ompi-vader'):
+    p, v = med(('rate', 'pcor-default', 1)), med(('rate', m, 1))
+    if m == 'ompi-vader' or v is not None:
+        lines.append('| 1 B rate, pcor / %s (higher is better) | %s | %s | %s |' % (m, num(p), num(v), ratio(p, v)))
 for size in (65536, 262144, 1048576, 4194304):
     p = med(('bw', 'pcor-default', size))
-    best = max([x for x in (med(('bw', 'ompi-vader', size)), med(('bw', 'mpich', size))) if x] or [0])
-    lines.append('| %d B bandwidth, pcor / better MPI | %s | %s | %s |' % (size, p, best or None, ratio(p, best)))
+    best = max([x for x in (med(('bw', m, size)) for m in
+                            ('ompi-vader', 'mpich', 'osu-ompi-vader', 'osu-mpich')) if x] or [0])
+    lines.append('| %d B bandwidth, pcor / better MPI | %s | %s | %s |' % (size, num(p), num(best or None), ratio(p, best)))
 # counters per message
 lines += ['', '| config | bench | frames/msg | standalone acks/msg | dispatcher CPU us/msg |', '|---|---|---:|---:|---:|']
 acc = {}
@@ -167,8 +308,13 @@ for r in csv.reader(open(sysf)):
     lines.append('| %s | pcor_lat 8 B | futex calls/msg: %.2f | | |' % (r[1], int(r[2]) / 40000.0))
 open(out + '/summary.md', 'w').write('\n'.join(lines) + '\n')
 print('\n'.join(lines))
+# One data block per configuration measured, its name in latency.names.
+cfgs = [c for c in ('pcor-default', 'pcor-poll', 'pcor-block', 'ompi-vader',
+                    'mpich', 'osu-ompi-vader', 'osu-mpich')
+        if any(('latency', c, s) in runs for s in (1, 2, 4, 8))]
+open(out + '/latency.names', 'w').write(' '.join(cfgs) + '\n')
 with open(out + '/latency.dat', 'w') as f:
-    for cfg in ('pcor-default', 'pcor-poll', 'pcor-block', 'ompi-vader', 'mpich'):
+    for cfg in cfgs:
         for size in (1, 2, 4, 8):
             k = ('latency', cfg, size)
             if k in runs:
@@ -183,8 +329,8 @@ set output "$OUT/small.png"
 set title "one-way latency, 2 processes on one host (median, min-max over $REPS runs)"
 set xlabel "message size (bytes)"; set ylabel "us"; set logscale x 2
 set key top left
-names = "pcor-default pcor-poll pcor-block ompi-vader mpich"
-plot for [i=0:4] "$OUT/latency.dat" index i using 2:3:4:5 with yerrorlines title word(names, i+1)
+names = system("cat '$OUT/latency.names'")
+plot for [i=0:words(names)-1] "$OUT/latency.dat" index i using 2:3:4:5 with yerrorlines title word(names, i+1)
 GP
 fi
 echo "summary: $OUT/summary.md; plot: $OUT/small.png" >&2
