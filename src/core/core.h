@@ -320,7 +320,7 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(SHM_CMA, shm_cma, STRING, "auto", 0, 0,                              \
 	  "pcor-shm: single-copy large messages with process_vm_readv: auto "  \
 	  "(where the kernel permits) or off (stream them through cells)")     \
-	X(SHM_EAGER_MAX, shm_eager_max, SIZE, "8k", 0, 2 << 20,                \
+	X(SHM_EAGER_MAX, shm_eager_max, SIZE, "64k", 0, 2 << 20,               \
 	  "pcor-shm with single copy on: larger messages go by rendezvous "   \
 	  "(one copy, straight from the sender's memory) instead of cells")    \
 	X(SHM_PEERS, shm_peers, INT, "256", 1, 4096,                           \

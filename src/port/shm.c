@@ -19,7 +19,7 @@
  *    one producer process, one consumer process.  The producer threads of
  *    one process serialise on the destination's tx_lock (process-private);
  *    nothing in shared memory is ever locked.
- *  - Sizes.  A message (pcor header included) of up to a quarter ring
+ *  - Sizes.  A message (pcor header included) of up to an eighth of a ring
  *    goes inline in the ring; a larger one is copied into a run of
  *    consecutive cells of the sender's pool and announced by a ring record
  *    (indirection).  The receiver hands it to the protocol in place and

@@ -6,6 +6,8 @@
 # it or its processes.  Exit 77 means skipped, with the reason on stdout.
 #
 #   sizes-poll, sizes-block, sizes-adaptive   0 B .. 256 MiB, both ways
+#               (sizes-block with PCOR_SHM_EAGER_MAX=4k: medium messages
+#               by single copy too)
 #   nocma       the same with single copy disabled (PCOR_SHM_CMA=off)
 #   alltoall    4 processes x 250 threads, all to all
 #   flood       100000 messages to a receiver that waits first
@@ -79,8 +81,10 @@ mult=${SHM_TIMEOUT_MULT:-1}
 # dispatchers would spin too in poll mode; the others run the defaults.
 case $case_ in
 sizes-poll|sizes-block|sizes-adaptive)
+	eager=64k
+	[ "$case_" = sizes-block ] && eager=4k
 	PCOR_PROVIDERS=pcor-shm PCOR_DISPATCH=${case_#sizes-} \
-		run_job 0 $((600 * mult)) "$pcorrun" -n 2 --tag-output \
+		PCOR_SHM_EAGER_MAX=$eager run_job 0 $((600 * mult)) "$pcorrun" -n 2 --tag-output \
 		"$app" sizes "$max" "$marker"
 	expect_ok sizes 2 ;;
 nocma)
