@@ -276,7 +276,16 @@ static void hold(pcori_port_t *port, pcori_peer_t *peer, pcori_rxstream_t *rs,
 	if (h->frag_len)
 		memcpy(f->msg + PCORI_WIRE_HDR_SIZE, payload, h->frag_len);
 	uint32_t before = rs->nheld ? rs->held_top : rs->expected - 1;
-	pcori_list_push_back(&rs->held, &f->link);
+	/*
+	 * In sequence order (equal ones in arrival order), looked for from
+	 * the tail: frames come mostly in order, and replay then finds the
+	 * next one at the head instead of searching every held frame.
+	 */
+	pcori_list_t *at = rs->held.prev;
+	while (at != &rs->held &&
+	       pcori_seq_lt(h->seq, PCORI_CONTAINER_OF(at, held_t, link)->seq))
+		at = at->prev;
+	pcori_list_push_back(at->next, &f->link);
 	rs->nheld++;
 	atomic_fetch_add_explicit(&port->st.held, 1, memory_order_relaxed);
 	/*
@@ -527,28 +536,36 @@ static void replay(pcori_port_t *port, pcori_peer_t *peer, int32_t thid)
 		pcori_wire_hdr_t h;
 		pcori_lock(&peer->rx_lock);
 		pcori_rxstream_t *rs = peer->rx[thid];
-		pcori_list_t *pos;
+		pcori_list_t *pos, *tmp;
 		if (rs)
-			pcori_list_foreach (pos, &rs->held) {
+			pcori_list_foreach_safe (pos, tmp, &rs->held) {
 				held_t *f =
 				    PCORI_CONTAINER_OF(pos, held_t, link);
-				if (f->seq != rs->expected &&
-				    f->seq != rs->expected - 1)
+				/* Sorted: nothing past this one is next. */
+				if (pcori_seq_lt(rs->expected, f->seq))
+					break;
+				pcori_wire_hdr_t k = {.seq = f->seq};
+				order_verdict_t v = in_order(rs, &k, f->first);
+				if (v == ORDER_DUP) { /* held twice */
+					pcori_list_remove(pos);
+					rs->nheld--;
+					held_free(f);
+					continue;
+				}
+				if (v != ORDER_NOW)
 					continue;
 				pcori_wire_limits_t lim = pcori_net.lim;
 				lim.nprocs = pcori_rt.nprocs;
+				pcori_list_remove(pos);
+				rs->nheld--;
+				/* Encoded here: it decodes, unless memory broke. */
 				if (pcori_wire_decode(f->msg, f->len, &lim,
-						      &h) != PCORI_WE_OK)
+						      &h) != PCORI_WE_OK) {
+					held_free(f);
 					continue;
-				if (in_order(rs, &h,
-					     h.type == PCORI_W_RTS ||
-						 h.frag_idx == 0) ==
-				    ORDER_NOW) {
-					pcori_list_remove(pos);
-					rs->nheld--;
-					take = f;
-					break;
 				}
+				take = f;
+				break;
 			}
 		/* Stopped at the next gap: ask for it at once. */
 		if (rs && !take)

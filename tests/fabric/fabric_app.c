@@ -382,8 +382,9 @@ static int run_order(int n)
  * One stream that mixes every way a message travels: fast frames (0 to a
  * few bytes), messages through cells (above a ring's inline size),
  * several fragments, rendezvous -- a round of them in flight at once,
- * some with sendDMA.  The receiver takes them with one tag in order and checks each one's
- * size and every byte: nothing overtakes, nothing is torn.
+ * some with sendDMA.  The receiver takes them with one tag in order and
+ * checks each one's size and every byte: nothing overtakes, nothing is
+ * torn.
  */
 static const size_t mixed_sizes[] = {0,     8,      31,        32,
 				     1000,  9000,   64 * KiB,  70 * KiB,
