@@ -479,6 +479,44 @@ typedef enum pcori_req_kind {
  */
 #define PCORI_WORD_PENDING 0u
 
+/*
+ * A receive's inbox: one cache line per receiving thread through which a
+ * short message from a thread of the same process travels whole.  The
+ * receiver arms it with a posted receive's pattern; a sender whose message
+ * the pattern accepts claims it, writes what came and the data, and
+ * publishes it, all in the line the receiver spins on.  So a message moves
+ * that one line each way, and neither side touches the other's request.
+ *
+ * word: (seq << 2) | state, plus PCORI_WAIT_SLEEPER while the receiver
+ * sleeps on it.  seq counts the armings, so a waiter tells its own receive
+ * from the next one.  States:
+ *   FREE    nothing armed (a receive moved out leaves its seq here)
+ *   ARMED   pattern valid; a sender may claim it (CAS to BUSY)
+ *   BUSY    claimed: the one sender writes src..data
+ *   FILLED  published; the tester that moves it to FREE delivers it
+ * Arming, and moving a receive out, happen under the match queue's lock
+ * (src/frag); claiming and harvesting need no lock.  Fields other than
+ * word are relaxed atomics: a loser of a race may read them while the
+ * next use writes them, and discards what it read.
+ */
+#define PCORI_INBOX_DATA 32u
+#define PCORI_INBOX_FREE 0u
+#define PCORI_INBOX_ARMED 1u
+#define PCORI_INBOX_BUSY 2u
+#define PCORI_INBOX_FILLED 3u
+#define PCORI_INBOX_STATE(w) ((w)&3u)
+/* The word's seq bits, without state and sleeper. */
+#define PCORI_INBOX_SEQ(w) ((w) & ~(PCORI_WAIT_SLEEPER | 3u))
+
+typedef struct pcori_inbox {
+	alignas(PCORI_CACHELINE) _Atomic uint32_t word;
+	_Atomic int32_t pid, thid, tag; /* the armed receive's pattern */
+	_Atomic uint32_t ctx;
+	_Atomic int32_t src_thid, src_tag; /* what came (same process) */
+	_Atomic uint32_t size;
+	_Atomic uint64_t data[PCORI_INBOX_DATA / 8];
+} pcori_inbox_t;
+
 /* Where a receive reports its message; either form, chosen by the caller. */
 typedef struct pcori_report {
 	pcor_msginfo_t *info; /* pcor_ API form */
@@ -530,6 +568,13 @@ typedef struct pcori_req {
 	 * that finds the bit bumps and wakes it too.
 	 */
 	_Atomic(_Atomic uint32_t *) wake_alt;
+	/*
+	 * PCORI_REQF_INBOX: the inbox holding this receive and the seq bits
+	 * of its arming.  Atomic: a late tester may read them from a reused
+	 * slot (it checks the generation again after).
+	 */
+	_Atomic(pcori_inbox_t *) inbox;
+	_Atomic uint32_t inbox_seq;
 } pcori_req_t;
 
 /* Room for max_handles requests in progress, with max_threads threads
@@ -594,6 +639,14 @@ static inline void pcori_req_complete_unseen(pcori_req_t *req, int status)
 	atomic_store_explicit(&req->state, PCORI_REQ_DONE,
 			      memory_order_release);
 }
+
+/*
+ * Deliver the message in inbox b, FILLED with word filled, to r (the
+ * receive armed there) and complete r.  Any thread; false if another
+ * took it first.  Lock-free: it moves the inbox to FREE, after which its
+ * owner may arm it again.
+ */
+bool pcori_inbox_harvest(pcori_inbox_t *b, uint32_t filled, pcori_req_t *r);
 
 /*
  * Handles allocated and not yet released, counted over the whole table:
@@ -698,6 +751,8 @@ extern const pcori_drive_ops_t *_Atomic pcori_drive;
 
 /* Request flag (high bits of req->flags): completion may need progress. */
 #define PCORI_REQF_REMOTE 0x8000u
+/* Request flag: a receive armed in an inbox (see pcori_inbox_t). */
+#define PCORI_REQF_INBOX 0x4000u
 
 /* --------------------------------------------------------- the runtime */
 

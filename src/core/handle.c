@@ -304,6 +304,108 @@ void pcori_req_complete(pcori_req_t *req, int status)
 		pcori_req_wake(req);
 }
 
+bool pcori_inbox_harvest(pcori_inbox_t *b, uint32_t filled, pcori_req_t *r)
+{
+	/*
+	 * Read first, into our stack, then claim: once the word is FREE the
+	 * owner may arm and a sender refill the line.  A loser's reads are
+	 * thrown away.
+	 */
+	uint32_t size = atomic_load_explicit(&b->size, memory_order_relaxed);
+	int32_t src = atomic_load_explicit(&b->src_thid, memory_order_relaxed);
+	int32_t tag = atomic_load_explicit(&b->src_tag, memory_order_relaxed);
+	uint64_t d[PCORI_INBOX_DATA / 8];
+	size_t n = PCORI_MIN(size, PCORI_INBOX_DATA);
+	for (size_t i = 0; i < (n + 7) / 8; i++)
+		d[i] = atomic_load_explicit(&b->data[i], memory_order_relaxed);
+	if (!atomic_compare_exchange_strong_explicit(
+		    &b->word, &filled, PCORI_INBOX_SEQ(filled),
+		    memory_order_acq_rel, memory_order_relaxed))
+		return false;
+	int st = PCOR_OK;
+	r->info.pid = pcori_rt.pid;
+	r->info.thid = src;
+	r->info.tag = tag;
+	r->info.size = n;
+	if (r->kind == PCORI_REQ_RECV_COPY) {
+		size_t k = PCORI_MIN(n, r->len), i = 0;
+		unsigned char *p = r->buf;
+		/* Short: word stores beat a call to memcpy. */
+		for (; i + 8 <= k; i += 8)
+			memcpy(p + i, &d[i / 8], 8);
+		for (; i < k; i++)
+			p[i] = ((const unsigned char *)d)[i];
+		if (k < n)
+			st = PCOR_ERR_TRUNCATE;
+	} else {
+		void *out = NULL;
+		if (n) {
+			if (pcori_dma_alloc(n, &out) == PCOR_OK)
+				memcpy(out, d, n);
+			else
+				st = PCOR_ERR_NOMEM;
+		}
+		*r->report.dma = out;
+	}
+	pcori_req_complete(r, st);
+	return true;
+}
+
+/* A spinning waiter offers its CPU after this long without its message. */
+#define DRIVE_YIELD_NS 2000
+
+/*
+ * Wait while r is armed in its inbox (PCORI_REQF_INBOX): its message comes
+ * in the inbox line, which is then the only line we read, and we deliver
+ * it ourselves.  PCOR_OK once the request's own word tells the rest (it
+ * was delivered, here or by another tester, or moved out of the inbox to
+ * be completed the usual way); PCOR_INPROGRESS, PCOR_ERR_TIMEDOUT, or
+ * PCOR_ERR_BADHANDLE for a slot reused meanwhile.
+ */
+static int inbox_wait(pcori_req_t *r, uint32_t gen, bool block,
+		      uint64_t deadline)
+{
+	pcori_inbox_t *b = atomic_load_explicit(&r->inbox,
+						memory_order_relaxed);
+	uint32_t seq = atomic_load_explicit(&r->inbox_seq,
+					    memory_order_relaxed);
+	/* Both belong to gen if gen is still the slot's. */
+	if (atomic_load_explicit(&r->gen, memory_order_acquire) != gen)
+		return PCOR_ERR_BADHANDLE;
+	const uint32_t armed = seq | PCORI_INBOX_ARMED;
+	for (unsigned i = 1;; i++) {
+		uint32_t v = atomic_load_explicit(&b->word,
+						  memory_order_acquire) &
+			     ~PCORI_WAIT_SLEEPER;
+		if (v == (seq | PCORI_INBOX_FILLED)) {
+			pcori_inbox_harvest(b, v, r);
+			return PCOR_OK;
+		}
+		if (v == (seq | PCORI_INBOX_BUSY)) {
+			/* A sender is writing it: a few stores away. */
+			pcori_cpu_relax();
+			if ((i & 1023) == 0)
+				sched_yield();
+			continue;
+		}
+		if (v != armed)
+			return PCOR_OK;
+		if (!block)
+			return PCOR_INPROGRESS;
+		int64_t left = -1;
+		if (deadline != UINT64_MAX) {
+			uint64_t now = pcori_now_ns();
+			if (now >= deadline)
+				return PCOR_ERR_TIMEDOUT;
+			left = (int64_t)(deadline - now);
+		}
+		int rc = pcori_wait_word(&b->word, armed, pcori_rt.cfg.spin_ns,
+					 left);
+		if (rc)
+			return rc;
+	}
+}
+
 const pcori_drive_ops_t *_Atomic pcori_drive;
 
 /* Is r (allocated with generation gen) still in progress? */
@@ -312,9 +414,6 @@ static inline bool req_pending(pcori_req_t *r, uint32_t gen)
 	return (atomic_load_explicit(&r->state, memory_order_acquire) &
 		~PCORI_WAIT_SLEEPER) == pending_of(gen);
 }
-
-/* A spinning waiter offers its CPU after this long without its message. */
-#define DRIVE_YIELD_NS 2000
 
 /*
  * Spin-wait for r while polling the fabric, for up to spin_ns.  The clock
@@ -365,6 +464,14 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 	pcori_req_t *r = pcori_req_lookup(h, &gen);
 	if (PCORI_UNLIKELY(!r))
 		return PCOR_ERR_BADHANDLE;
+	uint64_t deadline = UINT64_MAX;
+	if (block && timeout_ns >= 0)
+		deadline = pcori_now_ns() + (uint64_t)timeout_ns;
+	if (__atomic_load_n(&r->flags, __ATOMIC_RELAXED) & PCORI_REQF_INBOX) {
+		rc = inbox_wait(r, gen, block, deadline);
+		if (rc)
+			return rc;
+	}
 	if (req_pending(r, gen)) {
 		const pcori_drive_ops_t *d = NULL;
 		if (__atomic_load_n(&r->flags, __ATOMIC_RELAXED) &
@@ -379,9 +486,6 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 			goto done;
 		}
 		int64_t spin = pcori_rt.cfg.spin_ns;
-		uint64_t deadline = timeout_ns < 0
-					    ? UINT64_MAX
-					    : pcori_now_ns() + (uint64_t)timeout_ns;
 		/* Poll the fabric while spinning, then sleep where it arrives. */
 		if (d) {
 			drive_until(r, gen, d, spin, deadline);

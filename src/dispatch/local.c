@@ -2,6 +2,17 @@
  * local.c -- the message layer's core and the same-process data path.
  *
  * Design notes
+ *  - Short messages (PCORI_INBOX_DATA) to a thread that has a receive
+ *    posted travel in its inbox (core.h): the receiver arms the inbox with
+ *    its oldest posted receive, under its queue's lock; a sender claims
+ *    the line with one CAS, writes the data and what came into it and
+ *    publishes; the receiver's test, which spins on that same line,
+ *    delivers into the user's buffer.  One line moves each way, and the
+ *    sender touches neither the queue nor the receive's request, the
+ *    receiver never the sender's.  Only the oldest posted receive is
+ *    armed, so matching order is that of the queue; anything else (a long
+ *    message, a hand-over, a message from another process) takes the
+ *    armed receive out of the inbox first and completes it the usual way.
  *  - A send locks only its destination thread's match queue.  If a
  *    receive is posted, it is taken out under the lock and the data is
  *    copied after unlocking, straight from the sender's buffer into the
@@ -126,9 +137,25 @@ void pcori_msg_fini(void)
 void pcori_msg_thread_gone(int thid)
 {
 	pcori_mq_t *mq = &pcori_msg.mqs[thid];
+	pcori_inbox_t *b = &mq->inbox;
 	pcori_list_t gone;
 	pcori_list_init(&gone);
 	pcori_lock(&mq->lock);
+	/*
+	 * A receive still armed is canceled like a posted one; one a sender
+	 * filled is delivered now, so its handle is settled and the inbox
+	 * free for the id's next thread.
+	 */
+	pcori_req_t *armed = pcori_mq_disarm(mq);
+	uint32_t v;
+	while (PCORI_INBOX_STATE(v = atomic_load_explicit(
+					 &b->word, memory_order_acquire)) ==
+	       PCORI_INBOX_BUSY)
+		pcori_cpu_relax();
+	pcori_req_t *filled =
+		PCORI_INBOX_STATE(v) == PCORI_INBOX_FILLED ? mq->armed : NULL;
+	if (armed)
+		pcori_list_push_back(&gone, &armed->link);
 	while (!pcori_list_empty(&mq->posted)) {
 		pcori_list_t *n = mq->posted.next;
 		pcori_list_remove(n);
@@ -136,6 +163,8 @@ void pcori_msg_thread_gone(int thid)
 	}
 	mq->nposted = 0;
 	pcori_unlock(&mq->lock);
+	if (filled)
+		pcori_inbox_harvest(b, v, filled);
 	/* Complete outside the lock: a waiter may be woken at once. */
 	while (!pcori_list_empty(&gone)) {
 		pcori_list_t *n = gone.next;
@@ -306,13 +335,59 @@ static void mcb_prepare(pcori_mcb_t *m, const pcori_mkey_t *k,
 	}
 }
 
+/*
+ * Hand a short message to the receive armed in inbox b, if it accepts k:
+ * claim the line, write what came and the data, publish.  No lock: a
+ * sender that finds no armed receive looks again under the queue's lock,
+ * where arming happens.  Returns whether the message was delivered.
+ */
+static bool inbox_fill(pcori_inbox_t *b, const pcori_mkey_t *k,
+		       const void *buf, size_t len)
+{
+	uint32_t v = atomic_load_explicit(&b->word, memory_order_acquire);
+	uint32_t busy;
+	do {
+		if (!pcori_inbox_accepts(b, v, k))
+			return false;
+		/* A sleeper's bit goes: it is woken once the data is in. */
+		busy = PCORI_INBOX_SEQ(v) | PCORI_INBOX_BUSY;
+	} while (!atomic_compare_exchange_weak_explicit(
+		&b->word, &v, busy, memory_order_acquire,
+		memory_order_acquire));
+	const unsigned char *p = buf;
+	size_t i = 0;
+	for (; i + 8 <= len; i += 8) {
+		uint64_t w;
+		memcpy(&w, p + i, 8);
+		atomic_store_explicit(&b->data[i / 8], w, memory_order_relaxed);
+	}
+	if (i < len) {
+		uint64_t w = 0;
+		for (size_t j = 0; i + j < len; j++)
+			((unsigned char *)&w)[j] = p[i + j];
+		atomic_store_explicit(&b->data[i / 8], w, memory_order_relaxed);
+	}
+	atomic_store_explicit(&b->src_thid, k->src_thid, memory_order_relaxed);
+	atomic_store_explicit(&b->src_tag, k->tag, memory_order_relaxed);
+	atomic_store_explicit(&b->size, (uint32_t)len, memory_order_relaxed);
+	atomic_store_explicit(&b->word, PCORI_INBOX_SEQ(v) | PCORI_INBOX_FILLED,
+			      memory_order_release);
+	if (v & PCORI_WAIT_SLEEPER)
+		pcori_futex_wake(&b->word, INT_MAX);
+	return true;
+}
+
 int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 		     uint32_t ctx, const void *buf, size_t len,
 		     unsigned flags, pcor_handle_t *h_p)
 {
 	pcori_mq_t *mq = &pcori_msg.mqs[dst_thid];
-	/* Its line is with its owner, who posted: fetch it meanwhile. */
-	pcori_prefetchw(&mq->lock);
+	/* Short: the message goes in the receiver's inbox line if a receive
+	 * is armed there, the one line it spins on. */
+	const bool inbox = len <= PCORI_INBOX_DATA &&
+			   !(flags & PCOR_SEND_HANDOVER);
+	/* Its line is with its owner, who armed or posted: fetch it now. */
+	pcori_prefetchw(inbox ? (void *)&mq->inbox : (void *)&mq->lock);
 	pcori_req_t *s = pcori_req_alloc();
 	if (PCORI_UNLIKELY(!s))
 		return PCOR_ERR_AGAIN;
@@ -338,8 +413,17 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 	pcori_mcb_t *m = NULL;
 	pcori_req_t *r;
 
+	if (inbox && inbox_fill(&mq->inbox, &k, buf, len))
+		goto sent;
 	for (;;) {
 		pcori_lock(&mq->lock);
+		/* Armed while we came: still the oldest receive. */
+		if (inbox && inbox_fill(&mq->inbox, &k, buf, len)) {
+			pcori_unlock(&mq->lock);
+			if (m)
+				pcori_mcb_release(m);
+			goto sent;
+		}
 		r = pcori_mq_take_posted(mq, &k);
 		if (r)
 			break;
@@ -405,6 +489,7 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 			pcori_mcb_release(m);
 		pcori_deliver(r, &k, buf, len, handover ? (void *)buf : NULL);
 	}
+sent:
 	*h_p = pcori_req_handle(s);
 	pcori_req_complete_unseen(s, PCOR_OK);
 	return PCOR_OK;
@@ -431,8 +516,15 @@ int pcori_recv_post(pcori_req_kind_t kind, int pid, int thid, int tag,
 	r->owner_thid = pcori_self_thid();
 	/* A peer lost while we wait is reported through progress. */
 	pcori_peer_t *peer = NULL;
+	/*
+	 * Its message can come from a thread of ours only: it may wait in the
+	 * inbox.  (A wildcard armed before the fabric came up is moved out by
+	 * the first message from elsewhere.)
+	 */
+	bool arm = pid == pcori_rt.pid || pid == PCOR_ANY_PID;
 	if (pcori_net.up && pid != pcori_rt.pid) {
 		pcori_req_flags(r, r->flags | PCORI_REQF_REMOTE);
+		arm = false;
 		if (pid != PCOR_ANY_PID)
 			peer = pcori_peer_get(pid);
 	}
@@ -447,7 +539,7 @@ int pcori_recv_post(pcori_req_kind_t kind, int pid, int thid, int tag,
 	 */
 	if (!m && peer && atomic_load(&peer->state) == PCORI_PEER_LOST)
 		lost = true;
-	else if (!m)
+	else if (!m && !(arm && pcori_mq_arm(mq, r)))
 		pcori_mq_post(mq, r);
 	pcori_unlock(&mq->lock);
 	*h_p = pcori_req_handle(r);

@@ -190,6 +190,15 @@ typedef struct pcori_mq {
 	pcori_list_t unexp;    /* pcori_mcb_t.arrival */
 	pcori_mcb_hent_t *index;
 	pcori_mcb_hent_t sentinel; /* keeps the hash table allocated */
+	/*
+	 * The receive armed in the inbox, older than every receive in
+	 * `posted` (it is armed only when that list is empty), and the count
+	 * of armings that gives each its seq.
+	 */
+	pcori_req_t *armed;
+	uint32_t narmed;
+	/* Its own line: senders write it without the lock (core.h). */
+	pcori_inbox_t inbox;
 } pcori_mq_t;
 
 void pcori_mq_init(pcori_mq_t *mq, int thid);
@@ -204,7 +213,33 @@ static inline bool pcori_mq_accepts(const pcori_req_t *r, const pcori_mkey_t *k)
 	       (r->tag == PCOR_ANY_TAG || r->tag == k->tag) && r->ctx == k->ctx;
 }
 
-/* Lock held.  Remove and return the oldest posted receive accepting k. */
+/* Does the receive armed in b (its word v) accept k?  No lock needed. */
+static inline bool pcori_inbox_accepts(const pcori_inbox_t *b, uint32_t v,
+				       const pcori_mkey_t *k)
+{
+	if (PCORI_INBOX_STATE(v) != PCORI_INBOX_ARMED)
+		return false;
+	int32_t pid = atomic_load_explicit(&b->pid, memory_order_relaxed);
+	int32_t thid = atomic_load_explicit(&b->thid, memory_order_relaxed);
+	int32_t tag = atomic_load_explicit(&b->tag, memory_order_relaxed);
+	return (pid == PCOR_ANY_PID || pid == k->src_pid) &&
+	       (thid == PCOR_ANY_THID || thid == k->src_thid) &&
+	       (tag == PCOR_ANY_TAG || tag == k->tag) &&
+	       atomic_load_explicit(&b->ctx, memory_order_relaxed) == k->ctx;
+}
+
+/*
+ * Lock held.  Arm the inbox with receive r if r would be the oldest posted
+ * receive and the inbox is free; false: post it with pcori_mq_post.
+ */
+bool pcori_mq_arm(pcori_mq_t *mq, pcori_req_t *r);
+/* Lock held.  Take the armed receive out of the inbox, if still armed. */
+pcori_req_t *pcori_mq_disarm(pcori_mq_t *mq);
+/*
+ * Lock held.  Remove and return the oldest posted receive accepting k,
+ * the armed one included (moved out of the inbox: it completes through
+ * its own word).
+ */
 pcori_req_t *pcori_mq_take_posted(pcori_mq_t *mq, const pcori_mkey_t *k);
 /* Lock held.  Append a receive (its pattern in pid/thid/tag/ctx). */
 void pcori_mq_post(pcori_mq_t *mq, pcori_req_t *r);

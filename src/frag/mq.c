@@ -10,6 +10,9 @@
  *    oldest MCB of a key is in the hash; the others hang off it on a
  *    circular chain in arrival order.  When the oldest leaves, the next
  *    one takes its place in the hash (O(1), no rehash of the key).
+ *  - The oldest posted receive may sit in the queue's inbox instead of
+ *    the posted list (armed: see core.h and local.c); taking a posted
+ *    receive looks there first, and the list only holds younger ones.
  *  - A permanent sentinel entry keeps uthash from freeing and remaking
  *    its table each time the queue drains.
  *  - If uthash cannot get memory, the index is dropped and fully
@@ -51,10 +54,62 @@ void pcori_mq_fini(pcori_mq_t *mq)
 	mq->index_ok = false;
 }
 
+bool pcori_mq_arm(pcori_mq_t *mq, pcori_req_t *r)
+{
+	PCORI_ASSERT_LOCKED(&mq->lock);
+	pcori_inbox_t *b = &mq->inbox;
+	/* Arming is ours alone (lock held): only the state can change. */
+	uint32_t v = atomic_load_explicit(&b->word, memory_order_acquire);
+	if (mq->nposted || PCORI_INBOX_STATE(v) != PCORI_INBOX_FREE)
+		return false;
+	uint32_t seq = (++mq->narmed << 2) & ~PCORI_WAIT_SLEEPER;
+	atomic_store_explicit(&b->pid, r->pid, memory_order_relaxed);
+	atomic_store_explicit(&b->thid, r->thid, memory_order_relaxed);
+	atomic_store_explicit(&b->tag, r->tag, memory_order_relaxed);
+	atomic_store_explicit(&b->ctx, r->ctx, memory_order_relaxed);
+	atomic_store_explicit(&r->inbox, b, memory_order_relaxed);
+	atomic_store_explicit(&r->inbox_seq, seq, memory_order_relaxed);
+	pcori_req_flags(r, r->flags | PCORI_REQF_INBOX);
+	mq->armed = r;
+	atomic_store_explicit(&b->word, seq | PCORI_INBOX_ARMED,
+			      memory_order_release);
+	return true;
+}
+
+/*
+ * Lock held.  Take the armed receive out of the inbox if it accepts k
+ * (any k if NULL): it then completes through its own word, and its waiter
+ * is woken to look there.  NULL if none, or a sender claimed it first.
+ */
+static pcori_req_t *inbox_take(pcori_mq_t *mq, const pcori_mkey_t *k)
+{
+	pcori_inbox_t *b = &mq->inbox;
+	uint32_t v = atomic_load_explicit(&b->word, memory_order_acquire);
+	do {
+		if (PCORI_INBOX_STATE(v) != PCORI_INBOX_ARMED ||
+		    (k && !pcori_inbox_accepts(b, v, k)))
+			return NULL;
+	} while (!atomic_compare_exchange_weak_explicit(
+		&b->word, &v, PCORI_INBOX_SEQ(v), memory_order_acq_rel,
+		memory_order_acquire));
+	if (v & PCORI_WAIT_SLEEPER)
+		pcori_futex_wake(&b->word, INT_MAX);
+	return mq->armed;
+}
+
+pcori_req_t *pcori_mq_disarm(pcori_mq_t *mq)
+{
+	PCORI_ASSERT_LOCKED(&mq->lock);
+	return inbox_take(mq, NULL);
+}
+
 pcori_req_t *pcori_mq_take_posted(pcori_mq_t *mq, const pcori_mkey_t *k)
 {
 	PCORI_ASSERT_LOCKED(&mq->lock);
 	pcori_list_t *pos;
+	pcori_req_t *a = inbox_take(mq, k);
+	if (a)
+		return a;
 	/*
 	 * The oldest posted receive is the usual match, and its line was last
 	 * written by the thread that posted it: fetch it for writing at once,
@@ -84,6 +139,9 @@ bool pcori_mq_unpost(pcori_mq_t *mq, pcori_req_t *r)
 {
 	PCORI_ASSERT_LOCKED(&mq->lock);
 	pcori_list_t *pos;
+	/* mq->armed is the armed receive while the inbox is ARMED. */
+	if (mq->armed == r && inbox_take(mq, NULL))
+		return true;
 	pcori_list_foreach(pos, &mq->posted)
 	{
 		if (pos == &r->link) {

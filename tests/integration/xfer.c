@@ -89,12 +89,18 @@ static void send_one(size_t i, bool posted_first)
 		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
 	}
 	CHECK_RC(pcor_handle_test(h, PCOR_NONBLOCK), PCOR_ERR_BADHANDLE);
-	if (X.smode == S_DMA) {
-		/* sendDMA never writes the sender's buffer, which stays its. */
+	/* sendDMA never writes the sender's buffer, which stays its. */
+	if (X.smode == S_DMA)
 		CHECK_REF(buf, size, key);
-		CHECK_OK(pcor_dma_free(buf));
-	}
 	th_barrier_wait(&X.bar); /* the receiver has checked */
+	/*
+	 * Freed only now: a receiver that allocates its block after our
+	 * handle completed (a short message through its inbox) could
+	 * otherwise get this very address back, and its check that the data
+	 * came in a block of its own would mean nothing.
+	 */
+	if (X.smode == S_DMA)
+		CHECK_OK(pcor_dma_free(buf));
 }
 
 static void *sender_fn(void *arg)
