@@ -272,6 +272,14 @@ int pcori_txm_post(pcori_txmsg_t *m)
 		return rc;
 	}
 
+	/*
+	 * Going again from the first fragment while an earlier post of this
+	 * message is still with the provider: the headers would be rewritten
+	 * under a send that reads them in place.  Its completion comes first.
+	 */
+	if (m->window == 0 &&
+	    atomic_load_explicit(&m->inflight, memory_order_acquire))
+		return PCOR_ERR_AGAIN;
 	/* Eager: fragments window..nfrags-1 (window counts posted ones). */
 	for (uint32_t i = m->window; i < m->nfrags; i++) {
 		size_t off, flen;
