@@ -78,6 +78,21 @@ _Noreturn void pcori_panic(const char *file, int line, const char *what);
 
 /* Monotonic time in nanoseconds. */
 uint64_t pcori_now_ns(void);
+/*
+ * How long a wait until deadline (UINT64_MAX: none) may sleep: *left_p is
+ * the nanoseconds left, -1 for no bound.  PCOR_ERR_TIMEDOUT once passed.
+ */
+static inline int pcori_wait_left(uint64_t deadline, int64_t *left_p)
+{
+	*left_p = -1;
+	if (deadline == UINT64_MAX)
+		return PCOR_OK;
+	uint64_t now = pcori_now_ns();
+	if (now >= deadline)
+		return PCOR_ERR_TIMEDOUT;
+	*left_p = (int64_t)(deadline - now);
+	return PCOR_OK;
+}
 
 /* ---------------------------------------------------------------- lists */
 

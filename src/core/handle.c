@@ -392,13 +392,9 @@ static int inbox_wait(pcori_req_t *r, uint32_t gen, bool block,
 			return PCOR_OK;
 		if (!block)
 			return PCOR_INPROGRESS;
-		int64_t left = -1;
-		if (deadline != UINT64_MAX) {
-			uint64_t now = pcori_now_ns();
-			if (now >= deadline)
-				return PCOR_ERR_TIMEDOUT;
-			left = (int64_t)(deadline - now);
-		}
+		int64_t left;
+		if (pcori_wait_left(deadline, &left))
+			return PCOR_ERR_TIMEDOUT;
 		int rc = pcori_wait_word(&b->word, armed, pcori_rt.cfg.spin_ns,
 					 left);
 		if (rc)

@@ -154,13 +154,9 @@ int pcori_wait_word(_Atomic uint32_t *word, uint32_t pending, int64_t spin_ns,
 			    word, &v, v | PCORI_WAIT_SLEEPER,
 			    memory_order_acq_rel, memory_order_acquire))
 			continue; /* changed under us: recheck */
-		int64_t left = -1;
-		if (deadline != UINT64_MAX) {
-			uint64_t now = pcori_now_ns();
-			if (now >= deadline)
-				return PCOR_ERR_TIMEDOUT;
-			left = (int64_t)(deadline - now);
-		}
+		int64_t left;
+		if (pcori_wait_left(deadline, &left))
+			return PCOR_ERR_TIMEDOUT;
 		pcori_futex_wait(word, pending | PCORI_WAIT_SLEEPER, left);
 	}
 }
