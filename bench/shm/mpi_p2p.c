@@ -21,6 +21,8 @@
 #define _GNU_SOURCE 1 /* getopt */
 #include <mpi.h>
 
+#include "percentile.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,20 +53,6 @@ static long mb_iters_for(size_t size, long base)
 		return base;
 	long n = (long)((unsigned long long)base * 8192 / size);
 	return n < 10 ? 10 : n;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-/* The p-th percentile (nearest rank) of n samples, sorted in place. */
-static double percentile(double *v, long n, int p)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	long k = (n * p + 99) / 100;
-	return v[k > 0 ? k - 1 : 0];
 }
 
 /* Mean one-way latency (us); rtt gets the iters round trips (s). */
@@ -202,9 +190,9 @@ int main(int argc, char **argv)
 				printf("latency,%s,%zu,%.3f,us\n", a.label,
 				       size, us);
 				printf("lat-p50,%s,%zu,%.3f,us\n", a.label,
-				       size, percentile(rtt, iters, 50) * 5e5);
+				       size, bench_percentile(rtt, iters, 50) * 5e5);
 				printf("lat-p99,%s,%zu,%.3f,us\n", a.label,
-				       size, percentile(rtt, iters, 99) * 5e5);
+				       size, bench_percentile(rtt, iters, 99) * 5e5);
 			}
 		} else {
 			long iters = a.iters, warm = a.warmup;

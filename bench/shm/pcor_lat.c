@@ -23,23 +23,10 @@
  * costs none, one that sleeps costs one, and a dispatcher that wakes
  * while a waiter spins shows up here too.
  */
+#include "percentile.h"
 #include "shm_bench.h"
 
 #include <sys/resource.h>
-
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
-/* The p-th percentile (nearest rank) of n samples, sorted in place. */
-static int64_t percentile(int64_t *v, long n, int p)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_i64);
-	long k = (n * p + 99) / 100;
-	return v[k > 0 ? k - 1 : 0];
-}
 
 static long ctx_switches(void)
 {
@@ -58,7 +45,7 @@ int main(int argc, char **argv)
 	int me = sb_start(&argc, &argv, "pcor_lat", &a, &sbuf, &rbuf);
 	int peer = 1 - me;
 	/* Round trips of one size (sb_iters_for never gives more). */
-	int64_t *rtt = malloc(sizeof(*rtt) * (size_t)a.iters);
+	double *rtt = malloc(sizeof(*rtt) * (size_t)a.iters); /* ns */
 	if (!rtt)
 		sb_must(PCOR_ERR_NOMEM, "samples");
 	for (size_t size = a.min;; size = size ? size * 2 : 1) {
@@ -77,7 +64,7 @@ int main(int argc, char **argv)
 				if (i == warm)
 					t0 = t;
 				else
-					rtt[i - warm - 1] = t - prev;
+					rtt[i - warm - 1] = (double)(t - prev);
 				prev = t;
 			}
 			if (me == 0) {
@@ -105,13 +92,13 @@ int main(int argc, char **argv)
 		int64_t t1 = sb_now_ns();
 		long cs = ctx_switches() - cs0;
 		if (me == 0) {
-			rtt[iters - 1] = t1 - prev;
+			rtt[iters - 1] = (double)(t1 - prev);
 			printf("latency,%s,%zu,%.3f,us\n", a.label, size,
 			       (double)(t1 - t0) / 1e3 / (2.0 * (double)iters));
 			printf("lat-p50,%s,%zu,%.3f,us\n", a.label, size,
-			       (double)percentile(rtt, iters, 50) / 2e3);
+			       bench_percentile(rtt, iters, 50) / 2e3);
 			printf("lat-p99,%s,%zu,%.3f,us\n", a.label, size,
-			       (double)percentile(rtt, iters, 99) / 2e3);
+			       bench_percentile(rtt, iters, 99) / 2e3);
 			printf("ctxsw,%s,%zu,%.4f,per-round-trip\n", a.label,
 			       size, (double)cs / (double)iters);
 		}

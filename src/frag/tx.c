@@ -200,6 +200,16 @@ void pcori_txm_settle(pcori_txmsg_t *m, pcori_deferred_t *d)
 	m->req = NULL;
 }
 
+/* Settle m after an event; true when it is done, unlinked, to be freed. */
+static bool settle_unlink(pcori_txmsg_t *m, pcori_deferred_t *d)
+{
+	pcori_txm_settle(m, d);
+	if (!pcori_txm_done(m))
+		return false;
+	pcori_list_remove(&m->link);
+	return true;
+}
+
 /* The id a rendezvous is named by on the wire (never a raw pointer). */
 static uint64_t txm_cookie(const pcori_txmsg_t *m)
 {
@@ -472,10 +482,10 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 		return PCOR_ERR_NOMEM;
 
 	pcori_route_t *rt = pcori_peer_route(peer);
-	if (len <= pcori_net.fast_max) {
+	const bool rndv = goes_rndv(rt, len);
+	if (len <= pcori_net.fast_max && !rndv) {
 		if (PCORI_LIKELY(rt && rt->port->lossless && rt->hops == 1 &&
-				 len <= rt->port->fast_max &&
-				 len <= rt->port->read_above)) {
+				 len <= rt->port->fast_max)) {
 			rc = fast_send(ts, rt, kind, thid, tag, ctx, buf, len,
 				       flags, h_p);
 			if (rc != PCOR_ERR_AGAIN)
@@ -484,7 +494,6 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 	}
 
 	const bool copy = kind == PCORI_REQ_SEND_COPY;
-	const bool rndv = goes_rndv(rt, len);
 	uint32_t nfrags = pcori_frag_count(len, pcori_net.frag_size);
 	size_t hbytes = tx_hdr_bytes(len, rndv);
 	size_t inline_copy = copy && !rndv ? len : 0;
@@ -603,11 +612,8 @@ static void on_fin(pcori_peer_t *peer, int32_t thid, uint64_t cookie)
 	pcori_txmsg_t *m = find_rndv(ts, cookie);
 	if (m) {
 		m->flags |= PCORI_TXM_FINNED;
-		pcori_txm_settle(m, &d);
-		if (pcori_txm_done(m)) {
-			pcori_list_remove(&m->link);
+		if (settle_unlink(m, &d))
 			dead = m;
-		}
 	}
 	pcori_unlock(&ts->lock);
 	pcori_run_deferred(&d);
@@ -750,13 +756,8 @@ void pcori_port_tx_done(pcori_port_t *p, pcori_ctx_t *ctx, int status)
 		}
 	}
 	if (atomic_fetch_sub_explicit(&m->inflight, 1, memory_order_acq_rel) ==
-	    1) {
-		pcori_txm_settle(m, &d);
-		if (pcori_txm_done(m)) {
-			pcori_list_remove(&m->link);
-			dead = true;
-		}
-	}
+	    1)
+		dead = settle_unlink(m, &d);
 	pcori_unlock(&ts->lock);
 	pcori_run_deferred(&d);
 	if (dead)
