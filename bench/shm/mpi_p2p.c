@@ -3,8 +3,8 @@
  * measurements as pcor_lat, pcor_bw and pcor_mr, with the same patterns
  * and the same CSV lines, so the two can be put side by side.
  *
- *   mpirun -n 2 mpi_p2p lat|bw|mr [-m MIN:MAX] [-i ITERS] [-x WARMUP]
- *                       [-w WINDOW] [-t LABEL]
+ *   mpirun -n 2 mpi_p2p lat|bw|mr [-T] [-m MIN:MAX] [-i ITERS]
+ *                       [-x WARMUP] [-w WINDOW] [-t LABEL]
  *
  * lat  ping-pong, one-way latency = round trip / 2 (us); receives are
  *      posted before the matching send is made, as in pcor_lat.  Per
@@ -14,6 +14,8 @@
  * bw   windows of 64 MPI_Isend from rank 0, 64 MPI_Irecv on rank 1, a
  *      4-byte ack per window; MB/s (10^6 bytes/s) of payload.
  * mr   the bw pattern with 1-byte messages; messages per second.
+ * -T   MPI_Init_thread with MPI_THREAD_MULTIPLE (pcor is always thread
+ *      safe: this is the MPI at the same service).
  *
  * Built outside meson by bench/shm/run_shm_bench.sh, once per MPI
  * (mpicc.openmpi, mpicc.mpich); it uses nothing of pcor.
@@ -127,7 +129,22 @@ static double mb_window(int me, size_t size, int window, long iters,
 
 int main(int argc, char **argv)
 {
-	MPI_Init(&argc, &argv);
+	/*
+	 * -T (first option after the pattern): MPI_THREAD_MULTIPLE, so the
+	 * MPI pays for thread safety as pcor always does.  Asked before
+	 * MPI_Init, so read from argv here; getopt skips it below.
+	 */
+	int multiple = argc > 2 && !strcmp(argv[2], "-T");
+	if (multiple) {
+		int got = MPI_THREAD_SINGLE;
+		MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &got);
+		if (got != MPI_THREAD_MULTIPLE) {
+			fprintf(stderr, "mpi_p2p: no MPI_THREAD_MULTIPLE\n");
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		}
+	} else {
+		MPI_Init(&argc, &argv);
+	}
 	int me, np;
 	MPI_Comm_rank(MPI_COMM_WORLD, &me);
 	MPI_Comm_size(MPI_COMM_WORLD, &np);
@@ -139,7 +156,7 @@ int main(int argc, char **argv)
 		       .warmup = lat ? 1000 : mr ? 200 : 10, .window = 64,
 		       .label = "mpi"};
 	int opt;
-	optind = 2;
+	optind = multiple ? 3 : 2;
 	while (argc > 1 && (opt = getopt(argc, argv, "m:i:x:w:t:")) != -1) {
 		switch (opt) {
 		case 'm': {
@@ -164,7 +181,7 @@ int main(int argc, char **argv)
 	    a.window < 1 || a.warmup < 0 || a.max > (size_t)1 << 30) {
 		if (me == 0)
 			fprintf(stderr,
-				"usage: mpirun -n 2 %s lat|bw|mr [-m MIN:MAX] "
+				"usage: mpirun -n 2 %s lat|bw|mr [-T] [-m MIN:MAX] "
 				"[-i ITERS] [-x WARMUP] [-w WINDOW] "
 				"[-t LABEL]\n", argv[0]);
 		MPI_Finalize();

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # run_small.sh -- small messages between two processes of one host: pcor
 # over pcor-shm (no PCOR_* knob set, then each dispatcher mode) next to
-# Open MPI (vader) and MPICH running bench/shm/mpi_p2p.c and, when a copy
-# of the OSU micro-benchmarks is at hand, OSU's osu_latency, osu_bw and
-# osu_mbw_mr, and the bare two-process references (bench/shm/futex_pp.c),
-# all in one run, interleaved: every repetition runs every configuration
-# once, in turn.
+# Open MPI (vader) and MPICH running bench/shm/mpi_p2p.c (as they are,
+# and with MPI_THREAD_MULTIPLE, "-mt": the service pcor always gives)
+# and, when a copy of the OSU micro-benchmarks is at hand, OSU's
+# osu_latency, osu_bw and osu_mbw_mr, and the bare two-process
+# references (bench/shm/futex_pp.c), all in one run, interleaved: every
+# repetition runs every configuration once, in turn.
 #
 #   bench/shm/run_small.sh [--smoke] [BUILD_DIR]
 #
@@ -153,10 +154,10 @@ osu() { # LABEL LAUNCHER DIR REP
 	done
 }
 
-mpi() { # LABEL LAUNCHER EXE REP
-	local label=$1 launcher=$2 exe=$3 rep=$4 b
+mpi() { # LABEL LAUNCHER EXE REP [-T]
+	local label=$1 launcher=$2 exe=$3 rep=$4 t=${5:-} b
 	[ -n "$exe" ] || return 0
-	for b in "lat $LAT" "mr $MR" "bw $BW"; do
+	for b in "lat $t $LAT" "mr $t $MR" "bw $t $BW"; do
 		timeout 300 $launcher "$exe" $b -t "$label" 2>/dev/null |
 			sed "s/\$/,$rep/" >>"$raw" || echo "$label: $b failed" >&2
 	done
@@ -195,8 +196,10 @@ for rep in $(seq "$REPS"); do
 	pcor pcor-block-nospin "$rep" PCOR_PROVIDERS=pcor-shm \
 		PCOR_DISPATCH=block PCOR_SPIN_NS=0
 	mpi ompi-vader "$OMPI" "$MPI_OMPI" "$rep"
+	mpi ompi-vader-mt "$OMPI" "$MPI_OMPI" "$rep" -T
 	osu osu-ompi-vader "$OMPI" "$OSU_OMPI" "$rep"
 	mpi mpich "$MPICH" "$MPI_MPICH" "$rep"
+	mpi mpich-mt "$MPICH" "$MPI_MPICH" "$rep" -T
 	osu osu-mpich "$MPICH" "$OSU_MPICH" "$rep"
 	for k in spin futex; do
 		"$build/bench/futex_pp" $k $FUT | sed "s/\$/,$rep/" >>"$raw"
@@ -276,6 +279,29 @@ for cfg in ('pcor-default', 'pcor-poll'):
         if p is not None and v is not None:
             lines.append('| 8 B one way p99, %s / %s | %s | %s | %s |' % (
                 cfg, m, num(p), num(v), ratio(p, v)))
+# Thread safety: pcor always is; the MPIs with MPI_THREAD_MULTIPLE (-T).
+for size in (1, 8):
+    for m in ('ompi-vader-mt', 'mpich-mt'):
+        p, v = med(('latency', 'pcor-default', size)), med(('latency', m, size))
+        if v is not None:
+            lines.append('| %d B one way, pcor-default / %s (thread multiple) | %s | %s | %s |' % (
+                size, m, num(p), num(v), ratio(p, v)))
+# Within each repetition (interleaved, so the same machine state), the
+# ratio to vader; and how much the bare line transfer itself moved
+# between repetitions: the machine's own run-to-run spread.
+def by_rep(bench, cfg, size):
+    return {int(r[-1]): float(r[3]) for r in csv.reader(open(raw))
+            if len(r) >= 6 and r[0] == bench and r[1].split('/')[0] == cfg
+            and int(r[2]) == size}
+pd, vd = by_rep('latency', 'pcor-default', 8), by_rep('latency', 'ompi-vader', 8)
+per = [pd[i] / vd[i] for i in pd if i in vd and vd[i] > 0]
+if per:
+    lines.append('| 8 B one way, pcor-default / ompi-vader per repetition: median [min-max] | %.2f | | [%.2f-%.2f] |' % (
+        statistics.median(per), min(per), max(per)))
+for cfg in ('pcor-default', 'ompi-vader', 'bare-spin'):
+    v = runs.get(('latency', cfg, 8))
+    if v and min(v) > 0:
+        lines.append('| 8 B one way run-to-run max/min, %s | %.2f | | |' % (cfg, max(v) / min(v)))
 p, f = med(('latency', 'pcor-block-nospin', 8)), med(('latency', 'bare-futex', 8))
 lines.append('| 8 B block (PCOR_SPIN_NS=0) / bare futex | %s | %s | %s |' % (num(p), num(f), ratio(p, f)))
 p, f = med(('latency', 'pcor-block', 8)), med(('latency', 'bare-futex', 8))
@@ -310,7 +336,8 @@ open(out + '/summary.md', 'w').write('\n'.join(lines) + '\n')
 print('\n'.join(lines))
 # One data block per configuration measured, its name in latency.names.
 cfgs = [c for c in ('pcor-default', 'pcor-poll', 'pcor-block', 'ompi-vader',
-                    'mpich', 'osu-ompi-vader', 'osu-mpich')
+                    'ompi-vader-mt', 'mpich', 'mpich-mt', 'osu-ompi-vader',
+                    'osu-mpich')
         if any(('latency', c, s) in runs for s in (1, 2, 4, 8))]
 open(out + '/latency.names', 'w').write(' '.join(cfgs) + '\n')
 with open(out + '/latency.dat', 'w') as f:
