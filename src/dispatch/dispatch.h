@@ -348,6 +348,15 @@ typedef struct pcori_rxstream {
 	uint32_t gap_nacked;    /* seq + 1 of the gap last asked for; 0: none */
 	uint32_t gap_held;      /* nheld then */
 	uint32_t held_top;      /* highest first frame held (if nheld) */
+	/*
+	 * While a gap it asked for stays open: in the peer's gap list, when
+	 * its sender last showed life (a frame held, or our last ask), the
+	 * map asked for, and asks since by timer (see pcori_gap_watch).
+	 */
+	pcori_list_t gap_link;
+	uint64_t gap_ns;
+	uint32_t gap_want;
+	uint32_t reasks;
 	bool throttled;         /* took an MCB outside the pool: acks stop */
 	uint32_t throttle_seq;  /* short of this seq until none is left */
 } pcori_rxstream_t;
@@ -427,6 +436,8 @@ struct pcori_peer {
 	pcori_rndv_t *rndv;      /* receives being pulled from this peer */
 	pcori_list_t acks;       /* rx streams with an ack to send */
 	_Atomic int nacks;       /* length of acks: peeked without rx_lock */
+	pcori_list_t gaps;       /* rx streams waiting for a gap they asked */
+	_Atomic int ngaps;       /* length of gaps: peeked without rx_lock */
 	/*
 	 * Acks and nacks taken from this peer, for any stream: while it
 	 * moves, the peer reads what we send, however slowly (so a stream
@@ -469,6 +480,7 @@ typedef struct pcori_net {
 	_Atomic int parked;
 	_Atomic int acks_pending; /* rx streams with an ack to send */
 	_Atomic int acks_lazy;    /* of them, acks only a finalize waits for */
+	_Atomic int gaps_pending; /* rx streams waiting for a gap they asked */
 	/* Rendezvous whose reads wait for room in a send queue. */
 	pcori_list_t readq;       /* guarded by timer_lock */
 	pcori_list_t rndvs;       /* every live rendezvous; timer_lock */
@@ -531,15 +543,40 @@ static inline pcori_peer_t *pcori_peer_slot(pcori_peer_t **arr, int i)
 {
 	return __atomic_load_n(&arr[i], __ATOMIC_ACQUIRE);
 }
-/* The peer object of pid, made on first use; NULL if pid is invalid. */
-pcori_peer_t *pcori_peer_get(int pid);
+/* pcori_peer_get for a peer not made yet (or pid invalid). */
+pcori_peer_t *pcori_peer_make(int pid);
+/*
+ * The peer object of pid, made on first use; NULL if pid is invalid.
+ * Inline: every message looks its peer up, and a made one is two loads.
+ */
+static inline pcori_peer_t *pcori_peer_get(int pid)
+{
+	int n = atomic_load_explicit(&pcori_net.npeers, memory_order_acquire);
+	if (PCORI_LIKELY(pid >= 0 && pid < n && pid != pcori_rt.pid)) {
+		pcori_peer_t *p = pcori_peer_slot(
+		    atomic_load_explicit(&pcori_net.peers, memory_order_acquire),
+		    pid);
+		if (PCORI_LIKELY(p))
+			return p;
+	}
+	return pcori_peer_make(pid);
+}
 /*
  * The next peer in state READY at index *i or after (NULL: no more);
  * walks them all with  for (int i = 0; (p = pcori_peer_next_ready(&i));).
  */
 pcori_peer_t *pcori_peer_next_ready(int *i);
+/* pcori_peer_ready for a peer not READY yet: finds it a route. */
+int pcori_peer_connect(pcori_peer_t *peer);
 /* Make sure peer has a route; PCOR_OK, ERR_PEER_LOST, ERR_UNREACHABLE. */
-int pcori_peer_ready(pcori_peer_t *peer);
+static inline int pcori_peer_ready(pcori_peer_t *peer)
+{
+	if (PCORI_LIKELY(atomic_load_explicit(&peer->state,
+					      memory_order_acquire) ==
+			 PCORI_PEER_READY))
+		return PCOR_OK;
+	return pcori_peer_connect(peer);
+}
 /* Membership hook: fail everything that involves a lost peer. */
 void pcori_peer_lost(int pid);
 /* Membership changed: routes are recomputed at the next progress. */

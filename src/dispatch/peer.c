@@ -25,6 +25,7 @@ static pcori_peer_t *peer_new(int pid)
 	pcori_lock_init(&p->lock);
 	pcori_lock_init(&p->rx_lock);
 	pcori_list_init(&p->acks);
+	pcori_list_init(&p->gaps);
 	p->tx = calloc((size_t)pcori_rt.max_threads, sizeof(*p->tx));
 	p->rx = calloc((size_t)pcori_rt.max_threads, sizeof(*p->rx));
 	if (!p->tx || !p->rx) {
@@ -36,7 +37,7 @@ static pcori_peer_t *peer_new(int pid)
 	return p;
 }
 
-pcori_peer_t *pcori_peer_get(int pid)
+pcori_peer_t *pcori_peer_make(int pid)
 {
 	if (pid < 0 || pid >= pcori_rt.nprocs || pid == pcori_rt.pid)
 		return NULL;
@@ -275,10 +276,10 @@ static int route_set(pcori_peer_t *peer)
 	return PCOR_OK;
 }
 
-int pcori_peer_ready(pcori_peer_t *peer)
+int pcori_peer_connect(pcori_peer_t *peer)
 {
 	int st = atomic_load_explicit(&peer->state, memory_order_acquire);
-	if (PCORI_LIKELY(st == PCORI_PEER_READY))
+	if (st == PCORI_PEER_READY)
 		return PCOR_OK;
 	if (st == PCORI_PEER_LOST)
 		return PCOR_ERR_PEER_LOST;

@@ -8,6 +8,8 @@
  *    (pcori_piggyback) or sent alone (pcori_acks_flush), and the ack
  *    points a leaving process puts in its BYE (pcori_acks_final,
  *    pcori_acks_repeat: TIME_WAIT).
+ *  - Owed, per receive stream with a gap it asked for: the ask again,
+ *    once its sender has been quiet for a while (pcori_gap_watch).
  *  - Awaited, per send stream: the retransmission timeout from measured
  *    round trips (RFC 6298) and the arming of the stream's timers; retx.c
  *    runs them.
@@ -239,18 +241,99 @@ size_t pcori_acks_final(pcori_peer_t *peer, uint8_t *buf, size_t cap)
 	return n;
 }
 
+void pcori_gap_watch(pcori_peer_t *peer, pcori_rxstream_t *rs, uint32_t want)
+{
+	PCORI_ASSERT_LOCKED(&peer->rx_lock);
+	rs->gap_want = want;
+	rs->gap_ns = pcori_now_ns();
+	rs->reasks = 0;
+	if (pcori_list_empty(&rs->gap_link)) {
+		pcori_list_push_back(&peer->gaps, &rs->gap_link);
+		atomic_store_explicit(
+		    &peer->ngaps,
+		    atomic_load_explicit(&peer->ngaps, memory_order_relaxed) + 1,
+		    memory_order_relaxed);
+		atomic_fetch_add(&pcori_net.gaps_pending, 1);
+	}
+}
+
+static void gap_unwatch(pcori_peer_t *peer, pcori_rxstream_t *rs)
+{
+	pcori_list_remove(&rs->gap_link);
+	pcori_list_init(&rs->gap_link);
+	atomic_store_explicit(
+	    &peer->ngaps,
+	    atomic_load_explicit(&peer->ngaps, memory_order_relaxed) - 1,
+	    memory_order_relaxed);
+	atomic_fetch_sub(&pcori_net.gaps_pending, 1);
+}
+
+/*
+ * Ask again for the gaps of peer's streams whose senders went quiet; drop
+ * the watch of those filled (or given up: a refusal restarts the stream).
+ * The map is the last ask's: while the sender is quiet, what is held does
+ * not change.  Returns NACKs sent.
+ */
+static int gaps_reask(pcori_peer_t *peer, uint64_t now)
+{
+	struct {
+		int32_t thid;
+		uint32_t seq, map;
+	} out[16];
+	int n = 0;
+	pcori_lock(&peer->rx_lock);
+	pcori_list_t *pos, *tmp;
+	pcori_list_foreach_safe (pos, tmp, &peer->gaps) {
+		pcori_rxstream_t *rs =
+		    PCORI_CONTAINER_OF(pos, pcori_rxstream_t, gap_link);
+		uint32_t missing = rs->active ? rs->expected - 1 : rs->expected;
+		if (!rs->nheld || rs->refused || rs->gap_nacked != missing + 1) {
+			gap_unwatch(peer, rs);
+			continue;
+		}
+		uint64_t quiet = (uint64_t)PCORI_REASK_NS
+				 << PCORI_MIN(rs->reasks, PCORI_REASK_SHIFT);
+		if (now - rs->gap_ns < quiet)
+			continue;
+		if (n == (int)PCORI_ARRAY_LEN(out))
+			break;
+		out[n].thid = rs->thid;
+		out[n].seq = missing;
+		out[n].map = rs->gap_want;
+		n++;
+		rs->gap_ns = now;
+		rs->reasks++;
+	}
+	pcori_unlock(&peer->rx_lock);
+	pcori_route_t *rt = n ? pcori_peer_route(peer) : NULL;
+	if (rt)
+		atomic_fetch_add_explicit(&rt->port->st.nack_sent, (uint64_t)n,
+					  memory_order_relaxed);
+	for (int i = 0; i < n; i++)
+		pcori_send_ctl(peer, PCORI_W_NACK, out[i].thid, out[i].seq,
+			       out[i].map, PCORI_NACK_SELECTIVE, NULL);
+	return n;
+}
+
 int pcori_acks_flush(bool force)
 {
-	if (!atomic_load_explicit(&pcori_net.acks_pending,
-				  memory_order_relaxed))
+	bool acks = atomic_load_explicit(&pcori_net.acks_pending,
+					 memory_order_relaxed);
+	bool gaps = atomic_load_explicit(&pcori_net.gaps_pending,
+					 memory_order_relaxed);
+	if (!acks && !gaps)
 		return 0;
 	uint64_t now = pcori_now_ns();
 	int n = 0, np = atomic_load(&pcori_net.npeers);
 	pcori_peer_t **peers = atomic_load(&pcori_net.peers);
 	for (int i = 0; i < np; i++) {
 		pcori_peer_t *p = pcori_peer_slot(peers, i);
-		if (p && atomic_load_explicit(&p->nacks, memory_order_relaxed))
+		if (!p)
+			continue;
+		if (acks && atomic_load_explicit(&p->nacks, memory_order_relaxed))
 			n += acks_flush_peer(p, now, force);
+		if (gaps && atomic_load_explicit(&p->ngaps, memory_order_relaxed))
+			n += gaps_reask(p, now);
 	}
 	return n;
 }

@@ -92,6 +92,16 @@
  * long enough for a reply to carry it in any ping-pong.
  */
 #define PCORI_FAST_ACK_DELAY_NS 2000000u
+/*
+ * A receiver whose asked-for gap stays open while its sender is quiet
+ * (no frame held) this long asks again, then after twice as long, up to
+ * PCORI_REASK_SHIFT doublings: the NACK or the resend was lost as well,
+ * and with nothing more coming behind the gap only the sender's
+ * retransmission timeout would notice -- one whose estimate a burst's
+ * queueing has pushed to its ceiling.
+ */
+#define PCORI_REASK_NS 2000000u
+#define PCORI_REASK_SHIFT 5u
 
 static inline bool pcori_seq_lt(uint32_t a, uint32_t b)
 {
@@ -159,6 +169,12 @@ void pcori_ack_schedule(pcori_peer_t *peer, pcori_rxstream_t *rs, bool now);
 /* A fast message was taken into rs.  Peer rx_lock held. */
 void pcori_fast_ack(const pcori_port_t *port, pcori_peer_t *peer,
 		    pcori_rxstream_t *rs);
+/*
+ * rs just asked for the gap at its expected seq (map want): watch it, and
+ * ask again while the gap stays open and its sender quiet.  Peer rx_lock
+ * held.
+ */
+void pcori_gap_watch(pcori_peer_t *peer, pcori_rxstream_t *rs, uint32_t want);
 /* Put one due ack of peer's on h.  Stream lock held. */
 bool pcori_piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h);
 /* h did not leave: its ack is due again.  Stream lock held. */

@@ -389,6 +389,9 @@ int64_t pcori_timers_next(void)
 	/* Lazy acks are not sent before sleeping: wake for them. */
 	if (atomic_load(&pcori_net.acks_lazy))
 		best = PCORI_MIN(best, (int64_t)PCORI_FAST_ACK_DELAY_NS);
+	/* Nor are gaps asked again: look at them as often as they could be. */
+	if (atomic_load(&pcori_net.gaps_pending))
+		best = PCORI_MIN(best, (int64_t)PCORI_REASK_NS);
 	if (!atomic_load(&pcori_net.ntimers))
 		return best == INT64_MAX ? -1 : best;
 	pcori_lock(&pcori_net.timer_lock);

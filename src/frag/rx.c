@@ -40,6 +40,7 @@ static pcori_rxstream_t *rxstream_of(pcori_peer_t *peer, int thid)
 	rs->thid = thid;
 	pcori_list_init(&rs->ack_link);
 	pcori_list_init(&rs->held);
+	pcori_list_init(&rs->gap_link);
 	peer->rx[thid] = rs;
 	return rs;
 }
@@ -247,6 +248,7 @@ static void gap_nack(pcori_port_t *port, pcori_peer_t *peer,
 	atomic_fetch_add_explicit(&port->st.nack_sent, 1, memory_order_relaxed);
 	pcori_send_ctl(peer, PCORI_W_NACK, rs->thid, missing, want,
 		       PCORI_NACK_SELECTIVE, NULL);
+	pcori_gap_watch(peer, rs, want);
 }
 
 /* Keep a copy of a frame ahead of its turn.  Lock held. */
@@ -287,6 +289,11 @@ static void hold(pcori_port_t *port, pcori_peer_t *peer, pcori_rxstream_t *rs,
 		at = at->prev;
 	pcori_list_push_back(at->next, &f->link);
 	rs->nheld++;
+	/* Its sender is not quiet: a gap it asked for need not be again. */
+	if (!pcori_list_empty(&rs->gap_link)) {
+		rs->gap_ns = pcori_now_ns();
+		rs->reasks = 0;
+	}
 	atomic_fetch_add_explicit(&port->st.held, 1, memory_order_relaxed);
 	/*
 	 * A later gap, seen as a jump between first frames held: ask for

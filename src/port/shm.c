@@ -608,18 +608,15 @@ static int shm_inject_hdr(pcori_port_t *bp, uint64_t dest,
 	    .flags = h->flags,
 	};
 	bool ack = h->flags & PCORI_WF_HAS_ACK;
-	struct iovec iov[3] = {{(void *)&f, sizeof(f)},
-			       {(void *)&h->cookie, ack ? 8 : 0},
-			       {(void *)payload, h->frag_len}};
-	size_t len = sizeof(f) + iov[1].iov_len + h->frag_len;
+	size_t len = sizeof(f) + (ack ? 8 : 0) + h->frag_len;
 	if (PCORI_LIKELY(len <= p->inline_max))
 		return fast_put(p, d, &f, ack ? &h->cookie : NULL, payload,
 				h->frag_len);
 	uint8_t frame[PCORI_WIRE_HDR_SIZE];
 	pcori_wire_encode(h, frame);
-	iov[0] = (struct iovec){frame, sizeof(frame)};
-	iov[1].iov_len = 0;
-	return shm_post(p, d, iov, 3);
+	const struct iovec iov[2] = {{frame, sizeof(frame)},
+				     {(void *)payload, h->frag_len}};
+	return shm_post(p, d, iov, 2);
 }
 
 /* Live receivers that have not consumed all we wrote to them. */
