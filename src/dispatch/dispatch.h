@@ -402,19 +402,6 @@ typedef struct pcori_rndv {
 	_Atomic uint32_t watch_shift;
 } pcori_rndv_t;
 
-/*
- * How a peer is reached: our port and the address of the next hop on
- * it.  Immutable once published; a rebuilt route replaces the pointer
- * (old ones are kept until finalize), so senders read it without a lock.
- */
-typedef struct pcori_route {
-	pcori_port_t *port;
-	uint64_t dest;   /* the next hop's address on port */
-	int next_hop;    /* pid of the next hop (the peer itself: direct) */
-	int hops;
-	int link_class;  /* of the first link */
-} pcori_route_t;
-
 typedef enum pcori_peer_state {
 	PCORI_PEER_NEW = 0,
 	PCORI_PEER_READY,
@@ -489,17 +476,10 @@ typedef struct pcori_net {
 	_Atomic int nreadq;
 	_Atomic int nleaving; /* peers with leave_ns set */
 	/*
-	 * The route table from this process, and the member entries it was
-	 * computed from (next hops' addresses come from them).  Rebuilt when
-	 * membership changes.
+	 * Unused: the route table and its lock are src/route's (table.c).
+	 * Goes with its initialisation in pcori_net_init.
 	 */
-	pcori_lock_t routes_lock; /* guards rtab, rmembers, nroutes, retired */
-	pcori_route_entry_t *rtab;
-	pcori_member_t **rmembers;
-	int nroutes;
-	_Atomic bool routes_stale;
-	_Atomic uint64_t routes_retry_ns; /* partial table: rebuild after */
-	void *retired_routes;
+	pcori_lock_t routes_lock;
 	/*
 	 * The send budget (PCOR_SEND_BYTES, frag/tx.c): bytes held for
 	 * messages to other processes, charged by the send call and given
@@ -579,22 +559,12 @@ static inline int pcori_peer_ready(pcori_peer_t *peer)
 }
 /* Membership hook: fail everything that involves a lost peer. */
 void pcori_peer_lost(int pid);
-/* Membership changed: routes are recomputed at the next progress. */
-void pcori_routes_stale(void);
-/* Recompute routes now and move peers onto them (no lock held). */
-int pcori_routes_rebuild(void);
 /*
- * A copy of the route table (rebuilt first if stale), indexed by pid, n
- * entries; the caller frees it.  PCOR_OK or PCOR_ERR_NOMEM.
+ * The route table was rebuilt (pcori_routes_rebuild): move every peer in
+ * use onto its new route, or fail what involves one left without a path
+ * (no lock held).
  */
-int pcori_routes_copy(pcori_route_entry_t **tab_p, int *n_p);
-/*
- * Snapshot of the alive members (NULL where none), *n_p of them; free
- * with pcori_members_free.  PCOR_INPROGRESS: complete but for members
- * not known here yet.
- */
-int pcori_members_snapshot(pcori_member_t ***members_p, int *n_p);
-void pcori_members_free(pcori_member_t **members, int n);
+void pcori_peers_reroute(void);
 /*
  * A peer left through pcor_finalize.  Its last acks may still be on the
  * fabric, overtaken by the directory's news: it is lost once its BYE

@@ -1,7 +1,7 @@
 /*
  * peer.c -- the peer table: one object per other process, made on first
- * use, with its route (port and fabric address) and its streams; and what
- * happens when a peer is lost.
+ * use, with its route (port and fabric address, from the route table of
+ * src/route) and its streams; and what happens when a peer is lost.
  *
  * Design notes: the table is an array indexed by pid that only grows.
  * Readers load the array pointer without a lock; a grown copy replaces it
@@ -83,83 +83,7 @@ pcori_peer_t *pcori_peer_make(int pid)
 	return p;
 }
 
-/* ------------------------------------------------------------ routes */
-
-typedef struct retired_route {
-	struct retired_route *next;
-	pcori_route_t *r;
-} retired_route_t;
-
-void pcori_members_free(pcori_member_t **members, int n)
-{
-	for (int i = 0; members && i < n; i++)
-		free(members[i]);
-	free(members);
-}
-
-int pcori_members_snapshot(pcori_member_t ***members_p, int *n_p)
-{
-	int n = atomic_load(&pcori_rt.nprocs);
-	pcori_member_t **m = calloc((size_t)n, sizeof(*m));
-	bool incomplete = false;
-	if (!m)
-		return PCOR_ERR_NOMEM;
-	for (int pid = 0; pid < n; pid++) {
-		pcori_member_t *e = malloc(sizeof(*e));
-		if (!e) {
-			pcori_members_free(m, n);
-			return PCOR_ERR_NOMEM;
-		}
-		int lrc = pcori_dir_lookup(pid, e);
-		if (lrc == PCOR_OK && e->state == PCORI_MEMBER_ALIVE) {
-			m[pid] = e;
-			continue;
-		}
-		free(e);
-		/* Not known here yet (joining, or not fetched): look again. */
-		if (lrc != PCOR_ERR_PEER_LOST && pid != pcori_rt.pid)
-			incomplete = true;
-	}
-	*members_p = m;
-	*n_p = n;
-	return incomplete ? PCOR_INPROGRESS : PCOR_OK;
-}
-
-/* Recompute the table.  routes_lock held. */
-static int table_build(void)
-{
-	PCORI_ASSERT_LOCKED(&pcori_net.routes_lock);
-	pcori_member_t **m;
-	int n;
-	int rc = pcori_members_snapshot(&m, &n);
-	if (rc && rc != PCOR_INPROGRESS)
-		return rc;
-	bool incomplete = rc == PCOR_INPROGRESS;
-	pcori_route_entry_t *tab = calloc((size_t)n, sizeof(*tab));
-	if (!tab || (rc = pcori_route_compute((const pcori_member_t *const *)m,
-					      n, pcori_rt.pid, tab))) {
-		free(tab);
-		pcori_members_free(m, n);
-		return rc ? rc : PCOR_ERR_NOMEM;
-	}
-	pcori_members_free(pcori_net.rmembers, pcori_net.nroutes);
-	free(pcori_net.rtab);
-	pcori_net.rmembers = m;
-	pcori_net.rtab = tab;
-	pcori_net.nroutes = n;
-	/* Built from a partial view: usable, but rebuilt on next use. */
-	if (incomplete)
-		return PCOR_INPROGRESS;
-	if (pcori_log_enabled(PCORI_LOG_INFO, PCORI_SUB_ROUTE))
-		for (int pid = 0; pid < n; pid++)
-			if (pid != pcori_rt.pid)
-				PCORI_INFO(PCORI_SUB_ROUTE,
-					   "route to %d: next hop %d, %d hops, "
-					   "cost %d, our port %d",
-					   pid, tab[pid].next_hop, tab[pid].hops,
-					   tab[pid].cost, tab[pid].port);
-	return PCOR_OK;
-}
+/* ---------------------------------------------------- a peer's route */
 
 /* The address of info on port p for peer (inserted once per port). */
 static int dest_of(pcori_peer_t *peer, pcori_port_t *p,
@@ -177,60 +101,6 @@ static int dest_of(pcori_peer_t *peer, pcori_port_t *p,
 	return rc;
 }
 
-/* What the table says about pid, copied out.  false: no route. */
-static bool table_entry(int pid, pcori_route_entry_t *e_p,
-			pcori_port_info_t *hop_port_p)
-{
-	bool ok = false;
-	pcori_lock(&pcori_net.routes_lock);
-	if ((!pcori_net.rtab || pid >= pcori_net.nroutes ||
-	     atomic_load(&pcori_net.routes_stale)) &&
-	    table_build() == PCOR_OK)
-		atomic_store(&pcori_net.routes_stale, false);
-	if (pcori_net.rtab && pid < pcori_net.nroutes &&
-	    pcori_net.rtab[pid].next_hop >= 0) {
-		*e_p = pcori_net.rtab[pid];
-		const pcori_member_t *hop = pcori_net.rmembers[e_p->next_hop];
-		if (hop && e_p->peer_port >= 0 && e_p->port >= 0 &&
-		    e_p->port < pcori_net.nports) {
-			*hop_port_p = hop->ports[e_p->peer_port];
-			ok = true;
-		}
-	}
-	pcori_unlock(&pcori_net.routes_lock);
-	return ok;
-}
-
-int pcori_routes_copy(pcori_route_entry_t **tab_p, int *n_p)
-{
-	pcori_lock(&pcori_net.routes_lock);
-	if ((!pcori_net.rtab || atomic_load(&pcori_net.routes_stale)) &&
-	    table_build() == PCOR_OK)
-		atomic_store(&pcori_net.routes_stale, false);
-	int n = pcori_net.rtab ? pcori_net.nroutes : 0;
-	pcori_route_entry_t *t = malloc(sizeof(*t) * (size_t)(n ? n : 1));
-	if (t && n)
-		memcpy(t, pcori_net.rtab, sizeof(*t) * (size_t)n);
-	pcori_unlock(&pcori_net.routes_lock);
-	if (!t)
-		return PCOR_ERR_NOMEM;
-	*tab_p = t;
-	*n_p = n;
-	return PCOR_OK;
-}
-
-static void retire(pcori_route_t *r)
-{
-	retired_route_t *t = malloc(sizeof(*t));
-	if (!t)
-		return; /* leaks one small route rather than risk a reader */
-	pcori_lock(&pcori_net.routes_lock);
-	t->r = r;
-	t->next = pcori_net.retired_routes;
-	pcori_net.retired_routes = t;
-	pcori_unlock(&pcori_net.routes_lock);
-}
-
 /*
  * Put peer on the table's route.  Indirect routes reuse the next hop's
  * own (direct) address.  PCOR_OK, or PCOR_ERR_UNREACHABLE.
@@ -239,7 +109,8 @@ static int route_set(pcori_peer_t *peer)
 {
 	pcori_route_entry_t e;
 	pcori_port_info_t hop_port;
-	if (!table_entry(peer->pid, &e, &hop_port))
+	if (!pcori_routes_lookup(peer->pid, &e, &hop_port) ||
+	    e.port >= pcori_net.nports)
 		return PCOR_ERR_UNREACHABLE;
 	pcori_port_t *p = pcori_net.ports[e.port];
 	uint64_t dest;
@@ -267,7 +138,7 @@ static int route_set(pcori_peer_t *peer)
 	*r = (pcori_route_t){p, dest, e.next_hop, e.hops, e.link_class};
 	pcori_route_t *old = atomic_exchange(&peer->route, r);
 	if (old) {
-		retire(old);
+		pcori_route_retire(old);
 		pcori_txstreams_rerouted(peer);
 	}
 	PCORI_INFO(PCORI_SUB_ROUTE,
@@ -298,6 +169,7 @@ int pcori_peer_connect(pcori_peer_t *peer)
 		/* Alive, just learnt of: the table may predate it. */
 		if (lrc == PCOR_OK) {
 			pcori_routes_stale();
+			pcori_dispatch_kick();
 			rc = route_set(peer);
 		}
 		if (rc)
@@ -311,13 +183,6 @@ int pcori_peer_connect(pcori_peer_t *peer)
 			return PCOR_ERR_PEER_LOST;
 	}
 	return rc;
-}
-
-void pcori_routes_stale(void)
-{
-	atomic_store(&pcori_net.routes_retry_ns, 0);
-	atomic_store(&pcori_net.routes_stale, true);
-	pcori_dispatch_kick();
 }
 
 static void peer_fail(int pid, int status, bool permanent);
@@ -338,22 +203,8 @@ static void reroute(pcori_peer_t *p)
 		peer_fail(p->pid, PCOR_ERR_UNREACHABLE, false);
 }
 
-int pcori_routes_rebuild(void)
+void pcori_peers_reroute(void)
 {
-	pcori_lock(&pcori_net.routes_lock);
-	int rc = table_build();
-	if (rc == PCOR_OK)
-		atomic_store(&pcori_net.routes_stale, false);
-	else /* the view is partial or failed: not again at once */
-		atomic_store(&pcori_net.routes_retry_ns,
-			     pcori_now_ns() + 10000000u);
-	pcori_unlock(&pcori_net.routes_lock);
-	/*
-	 * A partial view cannot prove a peer unreachable: peers keep their
-	 * routes until a complete one says otherwise.
-	 */
-	if (rc)
-		return rc;
 	/*
 	 * Move every peer in use onto its new route (or fail it): direct
 	 * peers (and those without a route) first, so indirect ones find
@@ -368,7 +219,6 @@ int pcori_routes_rebuild(void)
 			reroute(p);
 		}
 	}
-	return PCOR_OK;
 }
 
 /* Posted receives naming the lost pid can never be satisfied now. */
@@ -426,7 +276,7 @@ static void peer_fail(int pid, int status, bool permanent)
 			return;
 		pcori_route_t *old = atomic_exchange(&peer->route, NULL);
 		if (old)
-			retire(old);
+			pcori_route_retire(old);
 	}
 	PCORI_INFO(PCORI_SUB_DISPATCH, "peer %d %s: failing what involves it",
 		   pid, permanent ? "lost" : "out of reach");
@@ -574,12 +424,5 @@ void pcori_peers_fini(void)
 	}
 	atomic_store(&pcori_net.peers, NULL);
 	atomic_store(&pcori_net.npeers, 0);
-	while (pcori_net.retired_routes) {
-		retired_route_t *t = pcori_net.retired_routes;
-		pcori_net.retired_routes = t->next;
-		free(t->r);
-		free(t);
-	}
-	pcori_members_free(pcori_net.rmembers, pcori_net.nroutes);
-	free(pcori_net.rtab);
+	pcori_routes_fini();
 }

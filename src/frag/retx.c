@@ -280,10 +280,12 @@ static void give_up(pcori_txstream_t *ts, uint64_t now)
 /* Resend what waits for its time.  Returns messages posted. */
 int pcori_timers_run(void)
 {
-	if (PCORI_UNLIKELY(atomic_load_explicit(&pcori_net.routes_stale,
-						memory_order_relaxed)) &&
-	    pcori_now_ns() >= atomic_load(&pcori_net.routes_retry_ns))
-		pcori_routes_rebuild();
+	/*
+	 * A partial view cannot prove a peer unreachable: peers keep their
+	 * routes until a complete table says otherwise.
+	 */
+	if (pcori_routes_due() && pcori_routes_rebuild() == PCOR_OK)
+		pcori_peers_reroute();
 	int n = pcori_readq_run() + pcori_ctlq_run() + pcori_peers_reap() +
 		pcori_watch_run();
 	if (!atomic_load_explicit(&pcori_net.ntimers, memory_order_relaxed))

@@ -1,5 +1,5 @@
 /*
- * routes.c -- the route table as the public API shows it: what route a
+ * public.c -- the route table as the public API shows it: what route a
  * destination takes, a dump of the table, and placement by link class.
  *
  * Design notes: route_info answers with the route a send would use (the
@@ -9,7 +9,7 @@
  * on one network, hence one provider and class), so the cost from pid to
  * a candidate is the cost the candidate would pay to reach pid.
  */
-#include "dispatch.h"
+#include "../dispatch/dispatch.h" /* peers and ports */
 
 #include <errno.h>
 #include <unistd.h>

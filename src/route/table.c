@@ -1,0 +1,199 @@
+/*
+ * table.c -- the route table of this process: built from a snapshot of
+ * the directory, looked up when a peer needs a route, marked stale on
+ * membership events and rebuilt, and the routes peers no longer use kept
+ * until finalize.
+ *
+ * Design notes: the table is the entries pcori_route_compute found from
+ * this process plus the member entries they came from (a next hop's
+ * address on a network is in its entry).  Lookups rebuild a stale table
+ * on the spot; otherwise whoever runs the timers rebuilds it once due
+ * (pcori_routes_due), and dispatch then moves its peers onto it.  A
+ * snapshot missing members not fetched yet gives a usable table that
+ * stays stale, so it is built again 10 ms later.
+ */
+#include "route.h"
+
+typedef struct retired_route {
+	struct retired_route *next;
+	pcori_route_t *r;
+} retired_route_t;
+
+/*
+ * The table from this process, and the member entries it was computed
+ * from (next hops' addresses come from them).  Rebuilt when membership
+ * changes.  All zero when no table was built (a valid unlocked lock).
+ */
+static struct {
+	/*
+	 * Guards tab, members, n and retired.  Taken with at most a port's
+	 * progress lock held; a build looks members up in the directory
+	 * under it.
+	 */
+	pcori_lock_t lock;
+	pcori_route_entry_t *tab;
+	pcori_member_t **members;
+	int n;
+	_Atomic bool stale;
+	_Atomic uint64_t retry_ns; /* partial table: rebuild after */
+	retired_route_t *retired;
+} table;
+
+void pcori_members_free(pcori_member_t **members, int n)
+{
+	for (int i = 0; members && i < n; i++)
+		free(members[i]);
+	free(members);
+}
+
+int pcori_members_snapshot(pcori_member_t ***members_p, int *n_p)
+{
+	int n = atomic_load(&pcori_rt.nprocs);
+	pcori_member_t **m = calloc((size_t)n, sizeof(*m));
+	bool incomplete = false;
+	if (!m)
+		return PCOR_ERR_NOMEM;
+	for (int pid = 0; pid < n; pid++) {
+		pcori_member_t *e = malloc(sizeof(*e));
+		if (!e) {
+			pcori_members_free(m, n);
+			return PCOR_ERR_NOMEM;
+		}
+		int lrc = pcori_dir_lookup(pid, e);
+		if (lrc == PCOR_OK && e->state == PCORI_MEMBER_ALIVE) {
+			m[pid] = e;
+			continue;
+		}
+		free(e);
+		/* Not known here yet (joining, or not fetched): look again. */
+		if (lrc != PCOR_ERR_PEER_LOST && pid != pcori_rt.pid)
+			incomplete = true;
+	}
+	*members_p = m;
+	*n_p = n;
+	return incomplete ? PCOR_INPROGRESS : PCOR_OK;
+}
+
+/* Recompute the table.  table.lock held. */
+static int table_build(void)
+{
+	PCORI_ASSERT_LOCKED(&table.lock);
+	pcori_member_t **m;
+	int n;
+	int rc = pcori_members_snapshot(&m, &n);
+	if (rc && rc != PCOR_INPROGRESS)
+		return rc;
+	bool incomplete = rc == PCOR_INPROGRESS;
+	pcori_route_entry_t *tab = calloc((size_t)n, sizeof(*tab));
+	if (!tab || (rc = pcori_route_compute((const pcori_member_t *const *)m,
+					      n, pcori_rt.pid, tab))) {
+		free(tab);
+		pcori_members_free(m, n);
+		return rc ? rc : PCOR_ERR_NOMEM;
+	}
+	pcori_members_free(table.members, table.n);
+	free(table.tab);
+	table.members = m;
+	table.tab = tab;
+	table.n = n;
+	/* Built from a partial view: usable, but rebuilt on next use. */
+	if (incomplete)
+		return PCOR_INPROGRESS;
+	if (pcori_log_enabled(PCORI_LOG_INFO, PCORI_SUB_ROUTE))
+		for (int pid = 0; pid < n; pid++)
+			if (pid != pcori_rt.pid)
+				PCORI_INFO(PCORI_SUB_ROUTE,
+					   "route to %d: next hop %d, %d hops, "
+					   "cost %d, our port %d",
+					   pid, tab[pid].next_hop, tab[pid].hops,
+					   tab[pid].cost, tab[pid].port);
+	return PCOR_OK;
+}
+
+bool pcori_routes_lookup(int pid, pcori_route_entry_t *e_p,
+			 pcori_port_info_t *hop_port_p)
+{
+	bool ok = false;
+	pcori_lock(&table.lock);
+	if ((!table.tab || pid >= table.n || atomic_load(&table.stale)) &&
+	    table_build() == PCOR_OK)
+		atomic_store(&table.stale, false);
+	if (table.tab && pid < table.n && table.tab[pid].next_hop >= 0) {
+		*e_p = table.tab[pid];
+		const pcori_member_t *hop = table.members[e_p->next_hop];
+		if (hop && e_p->peer_port >= 0 && e_p->port >= 0) {
+			*hop_port_p = hop->ports[e_p->peer_port];
+			ok = true;
+		}
+	}
+	pcori_unlock(&table.lock);
+	return ok;
+}
+
+int pcori_routes_copy(pcori_route_entry_t **tab_p, int *n_p)
+{
+	pcori_lock(&table.lock);
+	if ((!table.tab || atomic_load(&table.stale)) &&
+	    table_build() == PCOR_OK)
+		atomic_store(&table.stale, false);
+	int n = table.tab ? table.n : 0;
+	pcori_route_entry_t *t = malloc(sizeof(*t) * (size_t)(n ? n : 1));
+	if (t && n)
+		memcpy(t, table.tab, sizeof(*t) * (size_t)n);
+	pcori_unlock(&table.lock);
+	if (!t)
+		return PCOR_ERR_NOMEM;
+	*tab_p = t;
+	*n_p = n;
+	return PCOR_OK;
+}
+
+void pcori_routes_stale(void)
+{
+	atomic_store(&table.retry_ns, 0);
+	atomic_store(&table.stale, true);
+}
+
+bool pcori_routes_due(void)
+{
+	return PCORI_UNLIKELY(atomic_load_explicit(&table.stale,
+						   memory_order_relaxed)) &&
+	       pcori_now_ns() >= atomic_load(&table.retry_ns);
+}
+
+int pcori_routes_rebuild(void)
+{
+	pcori_lock(&table.lock);
+	int rc = table_build();
+	if (rc == PCOR_OK)
+		atomic_store(&table.stale, false);
+	else /* the view is partial or failed: not again at once */
+		atomic_store(&table.retry_ns, pcori_now_ns() + 10000000u);
+	pcori_unlock(&table.lock);
+	return rc;
+}
+
+void pcori_route_retire(pcori_route_t *r)
+{
+	retired_route_t *t = malloc(sizeof(*t));
+	if (!t)
+		return; /* leaks one small route rather than risk a reader */
+	pcori_lock(&table.lock);
+	t->r = r;
+	t->next = table.retired;
+	table.retired = t;
+	pcori_unlock(&table.lock);
+}
+
+void pcori_routes_fini(void)
+{
+	while (table.retired) {
+		retired_route_t *t = table.retired;
+		table.retired = t->next;
+		free(t->r);
+		free(t);
+	}
+	pcori_members_free(table.members, table.n);
+	free(table.tab);
+	memset(&table, 0, sizeof(table));
+}
