@@ -9,6 +9,8 @@
  * MCB/DMA/handle-table internals.  A port's progress lock is taken by
  * whoever polls that port and is held across protocol upcalls, so the
  * protocol code called from progress may take any of the locks above.
+ * The route table's lock (route/table.c) may be taken under any of them
+ * and takes none: only the directory's, when a build looks members up.
  */
 #ifndef PCOR_DISPATCH_H
 #define PCOR_DISPATCH_H
@@ -475,11 +477,6 @@ typedef struct pcori_net {
 	_Atomic uint64_t watch_next_ns; /* earliest watch_ns, or earlier */
 	_Atomic int nreadq;
 	_Atomic int nleaving; /* peers with leave_ns set */
-	/*
-	 * Unused: the route table and its lock are src/route's (table.c).
-	 * Goes with its initialisation in pcori_net_init.
-	 */
-	pcori_lock_t routes_lock;
 	/*
 	 * The send budget (PCOR_SEND_BYTES, frag/tx.c): bytes held for
 	 * messages to other processes, charged by the send call and given

@@ -468,7 +468,6 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 	n->lim.nprocs = pcori_rt.nprocs;
 	pcori_lock_init(&n->peers_lock);
 	pcori_lock_init(&n->timer_lock);
-	pcori_lock_init(&n->routes_lock);
 	pcori_list_init(&n->timers);
 	pcori_list_init(&n->readq);
 	pcori_list_init(&n->rndvs);
