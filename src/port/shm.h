@@ -257,7 +257,8 @@ void pcori_shm_pool_fini(pcori_shm_pool_t *p);
 
 /*
  * Take count consecutive cells (first fit, so recently used cells are
- * reused while they are still in cache).  Their mark becomes BUSY.
+ * reused while they are still in cache; the search skips a word of used
+ * cells at a time).  Their mark becomes BUSY.
  * Returns true and *first_p, or false when no such run is free.
  */
 bool pcori_shm_pool_alloc(pcori_shm_pool_t *p, uint32_t count,

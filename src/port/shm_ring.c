@@ -204,18 +204,33 @@ void pcori_shm_pool_fini(pcori_shm_pool_t *p)
 	p->runs = NULL;
 }
 
-static inline bool bit_get(const uint64_t *b, uint32_t i)
+/* First index from i, below end, whose bit is set (or clear); else end. */
+static uint32_t bit_next(const uint64_t *b, uint32_t i, uint32_t end, bool set)
 {
-	return b[i / 64] >> (i % 64) & 1;
+	while (i < end) {
+		uint64_t w = set ? b[i / 64] : ~b[i / 64];
+		w >>= i % 64;
+		if (w) {
+			uint32_t at = i + (uint32_t)__builtin_ctzll(w);
+			return at < end ? at : end;
+		}
+		i = (i / 64 + 1) * 64;
+	}
+	return end;
 }
 
+/* Set or clear count bits from first, a word at a time. */
 static void bits_set(uint64_t *b, uint32_t first, uint32_t count, bool on)
 {
-	for (uint32_t i = first; i < first + count; i++) {
+	uint32_t i = first, end = first + count;
+	while (i < end) {
+		uint32_t k = PCORI_MIN(64 - i % 64, end - i);
+		uint64_t m = (k == 64 ? ~0ull : ((1ull << k) - 1)) << (i % 64);
 		if (on)
-			b[i / 64] |= 1ull << (i % 64);
+			b[i / 64] |= m;
 		else
-			b[i / 64] &= ~(1ull << (i % 64));
+			b[i / 64] &= ~m;
+		i += k;
 	}
 }
 
@@ -224,31 +239,23 @@ bool pcori_shm_pool_alloc(pcori_shm_pool_t *p, uint32_t count,
 {
 	if (count == 0 || count > p->nfree)
 		return false;
+	/* First fit, skipping a word of used cells at a time. */
 	uint32_t i = 0;
-	while (i + count <= p->ncells) {
-		uint64_t w = p->bits[i / 64];
-		if (i % 64 == 0 && w == ~0ull) { /* a full word: skip it */
-			i += 64;
-			continue;
-		}
-		if (bit_get(p->bits, i)) {
-			i++;
-			continue;
-		}
-		uint32_t j = i + 1;
-		while (j < i + count && !bit_get(p->bits, j))
-			j++;
-		if (j == i + count) {
-			bits_set(p->bits, i, count, true);
-			p->nfree -= count;
-			atomic_store_explicit(&p->marks[i], PCORI_SHM_MARK_BUSY,
-					      memory_order_relaxed);
-			*first_p = i;
-			return true;
-		}
+	for (;;) {
+		i = bit_next(p->bits, i, p->ncells, false);
+		if (count > p->ncells - i)
+			return false;
+		uint32_t j = bit_next(p->bits, i, i + count, true);
+		if (j == i + count)
+			break;
 		i = j + 1;
 	}
-	return false;
+	bits_set(p->bits, i, count, true);
+	p->nfree -= count;
+	atomic_store_explicit(&p->marks[i], PCORI_SHM_MARK_BUSY,
+			      memory_order_relaxed);
+	*first_p = i;
+	return true;
 }
 
 void pcori_shm_pool_free(pcori_shm_pool_t *p, uint32_t first, uint32_t count)

@@ -328,6 +328,60 @@ static void test_pool(void)
 	pcori_shm_pool_fini(&p);
 }
 
+/*
+ * The allocator against a plain model (a byte per cell, first fit by
+ * brute force) over random runs and frees across word boundaries: same
+ * cell chosen every time, same refusals, same free count.
+ */
+static void test_pool_model(void)
+{
+	enum { N = 300, STEPS = 20000 };
+	static _Atomic uint32_t marks[N];
+	static uint8_t used[N];
+	static uint32_t at[N], len[N];
+	uint32_t nlive = 0, nfree = N, seed = 12345;
+	pcori_shm_pool_t p;
+	CHECK_OK(pcori_shm_pool_init(&p, N, marks));
+	memset(used, 0, sizeof(used));
+	for (int step = 0; step < STEPS; step++) {
+		seed = seed * 1103515245u + 12345u;
+		uint32_t rnd = seed >> 8;
+		if (nlive && rnd % 3 == 0) { /* free a random live run */
+			uint32_t k = (rnd / 3) % nlive;
+			pcori_shm_pool_free(&p, at[k], len[k]);
+			memset(used + at[k], 0, len[k]);
+			nfree += len[k];
+			at[k] = at[nlive - 1];
+			len[k] = len[nlive - 1];
+			nlive--;
+			continue;
+		}
+		/* Mostly single cells, sometimes runs longer than a word. */
+		uint32_t count = rnd % 8 ? 1 + rnd % 5 : 1 + rnd % 130;
+		uint32_t want = UINT32_MAX;
+		for (uint32_t i = 0; i + count <= N && want == UINT32_MAX; i++) {
+			uint32_t j = 0;
+			while (j < count && !used[i + j])
+				j++;
+			if (j == count)
+				want = i;
+		}
+		uint32_t got = UINT32_MAX;
+		bool ok = pcori_shm_pool_alloc(&p, count, &got);
+		CHECK(ok == (want != UINT32_MAX));
+		if (!ok)
+			continue;
+		CHECK(got == want);
+		memset(used + got, 1, count);
+		nfree -= count;
+		at[nlive] = got;
+		len[nlive] = count;
+		nlive++;
+		CHECK(p.nfree == nfree);
+	}
+	pcori_shm_pool_fini(&p);
+}
+
 int main(void)
 {
 	test_layout();
@@ -335,6 +389,7 @@ int main(void)
 	test_ring_malformed();
 	test_ring_threads();
 	test_pool();
+	test_pool_model();
 	printf("shm_unit: ok\n");
 	return 0;
 }
