@@ -526,16 +526,13 @@ static int fast_put(shm_port_t *p, shm_peer_t *d, const pcori_shm_fast_t *f,
 	return PCOR_OK;
 }
 
-/* Copy one message to peer d: inline in its ring, or through cells. */
-static int shm_post(shm_port_t *p, shm_peer_t *d, const struct iovec *iov,
-		    size_t niov)
+/*
+ * Copy one message of len bytes to peer d through a run of cells, and
+ * announce the run in its ring with a record of kind.
+ */
+static int cells_put(shm_port_t *p, shm_peer_t *d, uint32_t kind,
+		     const struct iovec *iov, size_t niov, size_t len)
 {
-	size_t len = 0;
-	for (size_t i = 0; i < niov; i++)
-		len += iov[i].iov_len;
-	if (len <= p->inline_max)
-		return ring_put(p, d, PCORI_SHM_REC_INLINE, iov, niov, len);
-
 	uint64_t count = (len + p->g.cell_size - 1) / p->g.cell_size;
 	if (count > p->g.ncells)
 		return PCOR_ERR_BADSIZE;
@@ -548,7 +545,7 @@ static int shm_post(shm_port_t *p, shm_peer_t *d, const struct iovec *iov,
 	/* The big copy runs outside every lock. */
 	gather(p->cells + (uint64_t)first * p->g.cell_size, iov, niov);
 	int rc = PCOR_OK;
-	uint8_t *dst = ring_begin(d, PCORI_SHM_REC_CELLS, len, 8, &rc);
+	uint8_t *dst = ring_begin(d, kind, len, 8, &rc);
 	if (dst) {
 		uint64_t run = (uint64_t)count << 32 | first;
 		__atomic_store_n((uint64_t *)(void *)dst, run,
@@ -562,6 +559,18 @@ static int shm_post(shm_port_t *p, shm_peer_t *d, const struct iovec *iov,
 		pcori_shm_pool_publish(&p->pool, first, (uint32_t)count, d);
 	pcori_unlock(&p->pool_lock);
 	return rc == PCOR_ERR_AGAIN ? again(p) : rc;
+}
+
+/* Copy one message to peer d: inline in its ring, or through cells. */
+static int shm_post(shm_port_t *p, shm_peer_t *d, const struct iovec *iov,
+		    size_t niov)
+{
+	size_t len = 0;
+	for (size_t i = 0; i < niov; i++)
+		len += iov[i].iov_len;
+	if (len <= p->inline_max)
+		return ring_put(p, d, PCORI_SHM_REC_INLINE, iov, niov, len);
+	return cells_put(p, d, PCORI_SHM_REC_CELLS, iov, niov, len);
 }
 
 static int shm_sendv(pcori_port_t *bp, uint64_t dest, const struct iovec *iov,
@@ -612,11 +621,11 @@ static int shm_inject_hdr(pcori_port_t *bp, uint64_t dest,
 	if (PCORI_LIKELY(len <= p->inline_max))
 		return fast_put(p, d, &f, ack ? &h->cookie : NULL, payload,
 				h->frag_len);
-	uint8_t frame[PCORI_WIRE_HDR_SIZE];
-	pcori_wire_encode(h, frame);
-	const struct iovec iov[2] = {{frame, sizeof(frame)},
+	/* Longer: the same compact form, in cells. */
+	const struct iovec iov[3] = {{(void *)&f, sizeof(f)},
+				     {(void *)&h->cookie, ack ? 8 : 0},
 				     {(void *)payload, h->frag_len}};
-	return shm_post(p, d, iov, 2);
+	return cells_put(p, d, PCORI_SHM_REC_FAST_CELLS, iov, 3, len);
 }
 
 /* Live receivers that have not consumed all we wrote to them. */

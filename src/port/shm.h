@@ -42,6 +42,8 @@
 #define PCORI_SHM_REC_WRAP 3   /* skip to the start of the ring */
 #define PCORI_SHM_REC_FAST 4   /* a fast-path message: pcori_shm_fast_t,
 				  the ack cookie if it carries one, data */
+#define PCORI_SHM_REC_FAST_CELLS 5 /* a fast-path message as in REC_FAST,
+				      too long for the ring: in cells */
 
 /*
  * The fields of a fast-path message's pcor header that vary; the rest

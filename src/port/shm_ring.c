@@ -146,6 +146,7 @@ int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
 		plen = len;
 		break;
 	case PCORI_SHM_REC_CELLS:
+	case PCORI_SHM_REC_FAST_CELLS:
 		plen = 8;
 		break;
 	default:
@@ -159,7 +160,7 @@ int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
 	rec->kind = kind;
 	rec->len = len;
 	rec->data = payload;
-	if (kind == PCORI_SHM_REC_CELLS) {
+	if (kind == PCORI_SHM_REC_CELLS || kind == PCORI_SHM_REC_FAST_CELLS) {
 		uint64_t c = __atomic_load_n(
 			(const uint64_t *)(const void *)payload,
 			__ATOMIC_RELAXED);

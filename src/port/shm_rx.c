@@ -275,10 +275,21 @@ int shmp_drain(shm_port_t *p, uint32_t s)
 				rslot_broken(p, s, "cell run");
 				break;
 			}
-			if (!pcori_port_recv(&p->base,
-					     d->cells + (uint64_t)rec.first *
-							    g->cell_size,
-					     rec.len)) {
+			const uint8_t *run =
+			    d->cells + (uint64_t)rec.first * g->cell_size;
+			if (rec.kind == PCORI_SHM_REC_FAST_CELLS) {
+				pcori_shm_rec_t in = rec;
+				in.data = run;
+				int r = fast_recv(p, d, &in);
+				if (r < 0) {
+					rslot_broken(p, s, "fast cell run");
+					break;
+				}
+				if (!r) {
+					park(p, rs);
+					break;
+				}
+			} else if (!pcori_port_recv(&p->base, run, rec.len)) {
 				park(p, rs);
 				break;
 			}

@@ -65,7 +65,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		must(next - start <= 2ull * rsize * 4096, "the walk is bounded");
 		if (rec.kind == PCORI_SHM_REC_WRAP) {
 			must((next & (rsize - 1)) == 0, "a wrap ends the lap");
-		} else if (rec.kind == PCORI_SHM_REC_CELLS) {
+		} else if (rec.kind == PCORI_SHM_REC_CELLS ||
+			   rec.kind == PCORI_SHM_REC_FAST_CELLS) {
 			must(rec.data == NULL, "cells carry no inline data");
 		} else {
 			must(rec.kind == PCORI_SHM_REC_INLINE ||
