@@ -1,7 +1,8 @@
 /*
  * dispatch.h -- private interface of src/dispatch: the message layer
  * (match queues of this process, the MCB pool, delivery into posted
- * receives), the same-process path, ports and their dispatchers, peers
+ * receives), the same-process path, the dispatchers of the ports (the
+ * port interface is port/port.h), the inter-process state (net.h), peers
  * and the inter-process protocol's entry points (its code is in src/frag,
  * behind frag/proto.h).
  *
@@ -17,10 +18,10 @@
 
 #include "../frag/frag.h"
 #include "../naming/naming.h"
+#include "../port/port.h"
 #include "../route/route.h"
+#include "net.h"
 #include "wire.h"
-
-#include <sys/uio.h>
 
 /* Process-wide message state; set up in pcori_msg_init. */
 typedef struct pcori_msg {
@@ -93,167 +94,10 @@ int pcori_recv_post(pcori_req_kind_t kind, int pid, int thid, int tag,
 
 /* ------------------------------------------------------------- ports */
 
-typedef struct pcori_port pcori_port_t;
+/* The port interface is port/port.h; the inter-process state, net.h. */
 
-/*
- * Completion contexts handed to a port start with this tag, so one
- * completion queue serves sends, receives and reads.
- */
-typedef enum pcori_ctx_kind {
-	PCORI_CTX_TX = 1, /* a pcori_txmsg_t */
-	PCORI_CTX_TXCTL,  /* a queued control message */
-	PCORI_CTX_READ,   /* a pcori_rndv_t */
-	PCORI_CTX_RX,     /* a port's receive buffer */
-} pcori_ctx_kind_t;
-
-typedef struct pcori_ctx {
-	uint32_t kind;
-} pcori_ctx_t;
-
-/*
- * What a port kind provides.  All calls are thread-safe unless noted.
- * Sends may fail with PCOR_ERR_AGAIN (queue full): the caller keeps the
- * message and retries later.
- */
-typedef struct pcori_port_ops {
-	const char *kind;
-	/* Resolve a peer port's address into a handle for sends. */
-	int (*insert_addr)(pcori_port_t *p, const pcori_port_info_t *peer,
-			   uint64_t *dest_p);
-	/* Post niov pieces as one message; ctx reported to tx_done. */
-	int (*sendv)(pcori_port_t *p, uint64_t dest, const struct iovec *iov,
-		     size_t niov, pcori_ctx_t *ctx);
-	/* Send a small message; buf is reusable on return, no completion. */
-	int (*inject)(pcori_port_t *p, uint64_t dest, const void *buf,
-		      size_t len);
-	/*
-	 * Send one fast-path frame, given as its header and h->frag_len
-	 * bytes of payload (reusable on return, no completion).  The kind
-	 * may carry it in a form of its own, smaller than a frame; its
-	 * receiver hands it up with pcori_port_recv_hdr.  Lossless kinds.
-	 */
-	int (*inject_hdr)(pcori_port_t *p, uint64_t dest,
-			  const pcori_wire_hdr_t *h, const void *payload);
-	/* Pull len bytes from the peer's (raddr, key) into dst. */
-	int (*read)(pcori_port_t *p, uint64_t src, void *dst, size_t len,
-		    uint64_t raddr, uint64_t key, pcori_ctx_t *ctx);
-	/* Let peers read [buf, buf+len): remote address and key. */
-	int (*expose)(pcori_port_t *p, const void *buf, size_t len,
-		      uint64_t *raddr_p, uint64_t *key_p, void **reg_p);
-	void (*unexpose)(pcori_port_t *p, void *reg);
-	/*
-	 * Poll completions and deliver them through the pcori_port_*
-	 * upcalls below; wait up to timeout_ms for the first one (0: do not
-	 * wait).  Returns events handled.  Caller holds progress_lock.
-	 */
-	int (*progress)(pcori_port_t *p, int timeout_ms);
-	/* Wake a thread waiting inside progress. */
-	void (*signal)(pcori_port_t *p);
-	/*
-	 * Sleep up to timeout_ms until something arrives or signal, without
-	 * the progress lock; return at once if something waits already, or
-	 * if word (may be NULL) no longer holds value.  Progress is for the
-	 * caller to make afterwards.  NULL where the kind can only wait
-	 * inside progress.
-	 */
-	void (*wait)(pcori_port_t *p, int timeout_ms, _Atomic uint32_t *word,
-		     uint32_t value);
-	/*
-	 * Messages sent through the fast path that their receivers have not
-	 * taken out of the channel yet (NULL: the kind has no fast path).
-	 * Finalize waits for them, so a fast send that completed is not
-	 * lost when its sender leaves at once.
-	 */
-	size_t (*unsettled)(pcori_port_t *p);
-	void (*close)(pcori_port_t *p);
-} pcori_port_ops_t;
-
-/* Dispatcher modes (PCOR_DISPATCH). */
-typedef enum pcori_dispatch_mode {
-	PCORI_DISPATCH_POLL,
-	PCORI_DISPATCH_BLOCK,
-	PCORI_DISPATCH_ADAPTIVE,
-} pcori_dispatch_mode_t;
-
-/* Counters of one port; read by tests and pcor_info. */
-typedef struct pcori_port_stats {
-	_Atomic uint64_t rx, tx, bad_hdr, nack_sent, nack_rcvd, retx, dup,
-		eagain, rma_reads, held, fwd, fwd_drop, test_drop, parked,
-		ack_tx;
-} pcori_port_stats_t;
-
-struct pcori_port {
-	const pcori_port_ops_t *ops;
-	int index;
-	pcori_port_info_t info; /* published in the directory */
-	size_t inject_max;      /* largest inject, header included */
-	bool can_read;          /* remote reads possible */
-	/*
-	 * Frames are neither lost nor reordered nor refused once a send
-	 * returned PCOR_OK (pcor-shm; reliable libfabric endpoints): small
-	 * messages, up to fast_max bytes of payload, take the fast path.
-	 */
-	bool lossless;
-	size_t fast_max;
-	/*
-	 * While can_read holds, a message to a peer one hop away through
-	 * this port goes by rendezvous above this size (and PCOR_EAGER_MAX):
-	 * where one copy from the sender's memory beats the channel's two.
-	 */
-	size_t read_above;
-	pcori_dispatch_mode_t mode;
-	/* One poller at a time: dispatcher thread or a driving waiter. */
-	pcori_lock_t progress_lock;
-	pthread_t rx_thread, tx_thread;
-	bool rx_started, tx_started;
-	_Atomic bool stop;
-	/*
-	 * Rendezvous in flight through this port, either side.  Their data
-	 * moves only while both ends make progress, so its dispatcher does
-	 * not sleep meanwhile.
-	 */
-	_Atomic int busy;
-	/*
-	 * An application thread sleeping in this port (wait) in place of
-	 * its dispatcher, which stays parked meanwhile; and when the last
-	 * one left.  Senders wake it through wake_word (shared futex).
-	 */
-	_Atomic int sleeper;
-	_Atomic uint64_t sleeper_ns;
-	_Atomic uint32_t *wake_word;
-	/*
-	 * Waiters spin-polling this port themselves (its dispatcher stays
-	 * parked meanwhile), and when the last one stopped.
-	 */
-	_Atomic int drivers;
-	_Atomic uint64_t drive_ns;
-	pcori_port_stats_t st;
-	uint64_t cpu_ns; /* its dispatchers' CPU time (finalize) */
-};
-
-int pcori_port_ofi_open(const char *provider, int index,
-			pcori_port_t **ports_p, int max, int *n_p);
-/* The pcor-shm port kind (port/shm.c): peers on this host. */
-int pcori_port_shm_open(int index, pcori_port_t **port_p);
 /* PCOR_AFFINITY: pin the calling thread (affinity.c). */
 void pcori_affinity_apply(const char *spec);
-
-/*
- * Upcalls from port kinds into the protocol (progress context).
- * pcori_port_recv returns false only on a lossless port, for a fast-path
- * message the process has no room for yet: the port keeps it where it
- * is and hands it up again later (a fast message cannot be sent again).
- */
-bool pcori_port_recv(pcori_port_t *p, const void *msg, size_t len);
-/*
- * The same for a frame the port decoded itself from its own form (see
- * inject_hdr): h is checked as pcori_wire_decode would, and the
- * payload is h->frag_len bytes.
- */
-bool pcori_port_recv_hdr(pcori_port_t *p, const pcori_wire_hdr_t *h,
-			 const void *payload);
-void pcori_port_tx_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
-void pcori_port_read_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
 
 /* ------------------------------------------------------- peers, streams */
 
@@ -437,65 +281,6 @@ struct pcori_peer {
 	_Atomic uint64_t leave_ns;
 	_Atomic bool bye_acked; /* our BYE reached it (we are leaving) */
 };
-
-/* Inter-process state of this process. */
-typedef struct pcori_net {
-	bool up;
-	int nports;
-	pcori_port_t *ports[PCORI_MAX_PORTS];
-	pcori_wire_limits_t lim;
-	size_t frag_size;
-	size_t eager_max;
-	size_t fast_max;         /* largest message on the fast path */
-	bool force_stream;       /* rendezvous by streaming even with RMA */
-	bool one_host;           /* the job runs on this host: local ports */
-	pcori_dispatch_mode_t mode;
-	int64_t spin_ns;         /* dispatcher spin window (adaptive) */
-	/* Peers by pid; grows with the membership. */
-	pcori_lock_t peers_lock; /* guards peers growth */
-	_Atomic(pcori_peer_t **) peers;
-	_Atomic int npeers;
-	/* Streams waiting for a retransmission time. */
-	pcori_lock_t timer_lock; /* guards timers */
-	pcori_list_t timers;
-	_Atomic int ntimers;
-	/* Parked dispatchers wait on it (see pcori_port_t.drivers). */
-	_Atomic uint32_t drive_word;
-	/*
-	 * Waiters asleep on their request word: a dispatcher must serve
-	 * them.  parked: dispatchers stepping aside on drive_word.
-	 */
-	_Atomic int word_sleepers;
-	_Atomic int parked;
-	_Atomic int acks_pending; /* rx streams with an ack to send */
-	_Atomic int acks_lazy;    /* of them, acks only a finalize waits for */
-	_Atomic int gaps_pending; /* rx streams waiting for a gap they asked */
-	/* Rendezvous whose reads wait for room in a send queue. */
-	pcori_list_t readq;       /* guarded by timer_lock */
-	pcori_list_t rndvs;       /* every live rendezvous; timer_lock */
-	_Atomic int nwatched;     /* rendezvous watched; see pcori_rndv_t */
-	_Atomic uint64_t watch_next_ns; /* earliest watch_ns, or earlier */
-	_Atomic int nreadq;
-	_Atomic int nleaving; /* peers with leave_ns set */
-	/*
-	 * The send budget (PCOR_SEND_BYTES, frag/tx.c): bytes held for
-	 * messages to other processes, charged by the send call and given
-	 * back when the message's record is freed.  On a line of its own:
-	 * full-path senders and ack handlers write it, while every sender
-	 * reads the fields above.
-	 */
-	struct {
-		alignas(PCORI_CACHELINE) _Atomic int64_t held;
-		int64_t max;
-		_Atomic int waiters;   /* senders waiting for room */
-		/* A message past the budget is held (one at a time). */
-		_Atomic bool oversize;
-		_Atomic uint32_t word; /* bumped on a release while waiters */
-		_Atomic uint64_t refused; /* sends that returned AGAIN */
-	} txb;
-} pcori_net_t;
-
-extern pcori_net_t pcori_net;
 
 /* Bring ports up (after naming init) and fill self's port list. */
 int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,

@@ -2,8 +2,9 @@
  * proto.h -- private to the protocol files of src/frag: the
  * inter-process message protocol over the MCBs, match queues and
  * fragment bitmaps of frag.h.  What the rest of pcor calls of it
- * (pcori_remote_send, the port upcalls, timers, acks, peer failure) is
- * declared in dispatch.h; nothing here is seen outside src/frag.
+ * (pcori_remote_send, timers, acks, peer failure) is declared in
+ * dispatch.h, the port upcalls in port/port.h; nothing here is seen
+ * outside src/frag.
  *
  * Parts, one file each; each calls only parts listed before it:
  *   ctl.c   control frames (ACK, NACK, CTS, FIN, FINACK, CTRL) and

@@ -23,7 +23,8 @@
  *    with a growing vector).  On rxd ports av_lock keeps our completion
  *    reads and our inserts apart; nothing else is done under it.
  */
-#include "../dispatch/dispatch.h"
+#include "../dispatch/net.h" /* pcori_net: frag_size, one_host */
+#include "port.h"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>

@@ -7,7 +7,8 @@
 #ifndef PCOR_PORT_SHM_PORT_H
 #define PCOR_PORT_SHM_PORT_H
 
-#include "../dispatch/dispatch.h"
+#include "../dispatch/net.h" /* pcori_net: frag_size, lim.key_check */
+#include "port.h"
 #include "shm.h"
 
 #include <linux/futex.h>

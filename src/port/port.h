@@ -1,0 +1,192 @@
+/*
+ * port.h -- the port interface: what a port kind implements (the
+ * operations table pcori_port_ops_t, the port object and its counters,
+ * an open function) and what it may call (the protocol's upcalls,
+ * pcori_port_recv and the others below).  The dispatcher multiplexes
+ * ports (dispatch.h); the protocol (src/frag) drives them only through
+ * the operations table, so port kinds are interchangeable.
+ *
+ * Kinds, one file each:
+ *   ofi.c      libfabric: one RDM endpoint of one provider and domain
+ *   shm.c      pcor-shm: the processes of this host through shared
+ *              memory; shm_rx.c is its receiving side (both behind
+ *              shm_port.h), shm_ring.c its rings and cell pool (shm.h)
+ *
+ * Threads: every operation is thread-safe unless noted.  A port's
+ * progress lock is taken by whoever polls the port (its dispatcher or a
+ * waiter driving progress) and is held across the upcalls, so the
+ * protocol code they reach may take any protocol lock (order in
+ * dispatch.h).
+ *
+ * Besides this header a port kind reads a few fields of the dispatcher's
+ * pcori_net (dispatch/net.h): frag_size, lim.key_check, one_host.
+ */
+#ifndef PCOR_PORT_H
+#define PCOR_PORT_H
+
+#include "../dispatch/wire.h"
+#include "../naming/naming.h"
+
+#include <sys/uio.h>
+
+typedef struct pcori_port pcori_port_t;
+
+/*
+ * Completion contexts handed to a port start with this tag, so one
+ * completion queue serves sends, receives and reads.
+ */
+typedef enum pcori_ctx_kind {
+	PCORI_CTX_TX = 1, /* a pcori_txmsg_t */
+	PCORI_CTX_TXCTL,  /* a queued control message */
+	PCORI_CTX_READ,   /* a pcori_rndv_t */
+	PCORI_CTX_RX,     /* a port's receive buffer */
+} pcori_ctx_kind_t;
+
+typedef struct pcori_ctx {
+	uint32_t kind;
+} pcori_ctx_t;
+
+/*
+ * What a port kind provides.  All calls are thread-safe unless noted.
+ * Sends may fail with PCOR_ERR_AGAIN (queue full): the caller keeps the
+ * message and retries later.
+ */
+typedef struct pcori_port_ops {
+	const char *kind;
+	/* Resolve a peer port's address into a handle for sends. */
+	int (*insert_addr)(pcori_port_t *p, const pcori_port_info_t *peer,
+			   uint64_t *dest_p);
+	/* Post niov pieces as one message; ctx reported to tx_done. */
+	int (*sendv)(pcori_port_t *p, uint64_t dest, const struct iovec *iov,
+		     size_t niov, pcori_ctx_t *ctx);
+	/* Send a small message; buf is reusable on return, no completion. */
+	int (*inject)(pcori_port_t *p, uint64_t dest, const void *buf,
+		      size_t len);
+	/*
+	 * Send one fast-path frame, given as its header and h->frag_len
+	 * bytes of payload (reusable on return, no completion).  The kind
+	 * may carry it in a form of its own, smaller than a frame; its
+	 * receiver hands it up with pcori_port_recv_hdr.  Lossless kinds.
+	 */
+	int (*inject_hdr)(pcori_port_t *p, uint64_t dest,
+			  const pcori_wire_hdr_t *h, const void *payload);
+	/* Pull len bytes from the peer's (raddr, key) into dst. */
+	int (*read)(pcori_port_t *p, uint64_t src, void *dst, size_t len,
+		    uint64_t raddr, uint64_t key, pcori_ctx_t *ctx);
+	/* Let peers read [buf, buf+len): remote address and key. */
+	int (*expose)(pcori_port_t *p, const void *buf, size_t len,
+		      uint64_t *raddr_p, uint64_t *key_p, void **reg_p);
+	void (*unexpose)(pcori_port_t *p, void *reg);
+	/*
+	 * Poll completions and deliver them through the pcori_port_*
+	 * upcalls below; wait up to timeout_ms for the first one (0: do not
+	 * wait).  Returns events handled.  Caller holds progress_lock.
+	 */
+	int (*progress)(pcori_port_t *p, int timeout_ms);
+	/* Wake a thread waiting inside progress. */
+	void (*signal)(pcori_port_t *p);
+	/*
+	 * Sleep up to timeout_ms until something arrives or signal, without
+	 * the progress lock; return at once if something waits already, or
+	 * if word (may be NULL) no longer holds value.  Progress is for the
+	 * caller to make afterwards.  NULL where the kind can only wait
+	 * inside progress.
+	 */
+	void (*wait)(pcori_port_t *p, int timeout_ms, _Atomic uint32_t *word,
+		     uint32_t value);
+	/*
+	 * Messages sent through the fast path that their receivers have not
+	 * taken out of the channel yet (NULL: the kind has no fast path).
+	 * Finalize waits for them, so a fast send that completed is not
+	 * lost when its sender leaves at once.
+	 */
+	size_t (*unsettled)(pcori_port_t *p);
+	void (*close)(pcori_port_t *p);
+} pcori_port_ops_t;
+
+/* Dispatcher modes (PCOR_DISPATCH). */
+typedef enum pcori_dispatch_mode {
+	PCORI_DISPATCH_POLL,
+	PCORI_DISPATCH_BLOCK,
+	PCORI_DISPATCH_ADAPTIVE,
+} pcori_dispatch_mode_t;
+
+/* Counters of one port; read by tests and pcor_info. */
+typedef struct pcori_port_stats {
+	_Atomic uint64_t rx, tx, bad_hdr, nack_sent, nack_rcvd, retx, dup,
+		eagain, rma_reads, held, fwd, fwd_drop, test_drop, parked,
+		ack_tx;
+} pcori_port_stats_t;
+
+struct pcori_port {
+	const pcori_port_ops_t *ops;
+	int index;
+	pcori_port_info_t info; /* published in the directory */
+	size_t inject_max;      /* largest inject, header included */
+	bool can_read;          /* remote reads possible */
+	/*
+	 * Frames are neither lost nor reordered nor refused once a send
+	 * returned PCOR_OK (pcor-shm; reliable libfabric endpoints): small
+	 * messages, up to fast_max bytes of payload, take the fast path.
+	 */
+	bool lossless;
+	size_t fast_max;
+	/*
+	 * While can_read holds, a message to a peer one hop away through
+	 * this port goes by rendezvous above this size (and PCOR_EAGER_MAX):
+	 * where one copy from the sender's memory beats the channel's two.
+	 */
+	size_t read_above;
+	pcori_dispatch_mode_t mode;
+	/* One poller at a time: dispatcher thread or a driving waiter. */
+	pcori_lock_t progress_lock;
+	pthread_t rx_thread, tx_thread;
+	bool rx_started, tx_started;
+	_Atomic bool stop;
+	/*
+	 * Rendezvous in flight through this port, either side.  Their data
+	 * moves only while both ends make progress, so its dispatcher does
+	 * not sleep meanwhile.
+	 */
+	_Atomic int busy;
+	/*
+	 * An application thread sleeping in this port (wait) in place of
+	 * its dispatcher, which stays parked meanwhile; and when the last
+	 * one left.  Senders wake it through wake_word (shared futex).
+	 */
+	_Atomic int sleeper;
+	_Atomic uint64_t sleeper_ns;
+	_Atomic uint32_t *wake_word;
+	/*
+	 * Waiters spin-polling this port themselves (its dispatcher stays
+	 * parked meanwhile), and when the last one stopped.
+	 */
+	_Atomic int drivers;
+	_Atomic uint64_t drive_ns;
+	pcori_port_stats_t st;
+	uint64_t cpu_ns; /* its dispatchers' CPU time (finalize) */
+};
+
+int pcori_port_ofi_open(const char *provider, int index,
+			pcori_port_t **ports_p, int max, int *n_p);
+/* The pcor-shm port kind (port/shm.c): peers on this host. */
+int pcori_port_shm_open(int index, pcori_port_t **port_p);
+
+/*
+ * Upcalls from port kinds into the protocol (progress context).
+ * pcori_port_recv returns false only on a lossless port, for a fast-path
+ * message the process has no room for yet: the port keeps it where it
+ * is and hands it up again later (a fast message cannot be sent again).
+ */
+bool pcori_port_recv(pcori_port_t *p, const void *msg, size_t len);
+/*
+ * The same for a frame the port decoded itself from its own form (see
+ * inject_hdr): h is checked as pcori_wire_decode would, and the
+ * payload is h->frag_len bytes.
+ */
+bool pcori_port_recv_hdr(pcori_port_t *p, const pcori_wire_hdr_t *h,
+			 const void *payload);
+void pcori_port_tx_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
+void pcori_port_read_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
+
+#endif /* PCOR_PORT_H */
