@@ -25,8 +25,8 @@
  * before use: a corrupted or malicious peer can spoil its own messages,
  * never make us read or write outside a mapping.
  */
-#ifndef PCOR_DISPATCH_SHM_H
-#define PCOR_DISPATCH_SHM_H
+#ifndef PCOR_PORT_SHM_H
+#define PCOR_PORT_SHM_H
 
 #include "../core/core.h"
 
@@ -291,4 +291,4 @@ static inline void pcori_shm_mark_done(_Atomic uint32_t *marks,
 			      memory_order_release);
 }
 
-#endif /* PCOR_DISPATCH_SHM_H */
+#endif /* PCOR_PORT_SHM_H */
