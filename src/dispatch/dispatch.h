@@ -602,8 +602,9 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 /* A claimed rendezvous MCB: start pulling its data into receive r. */
 void pcori_rndv_start(pcori_req_t *r, pcori_mcb_t *m);
 /*
- * Free rendezvous still held by reads that will never complete (their
- * source died).  Finalize, once the ports are closed.
+ * Free every rendezvous left (held by reads that never came back, or
+ * still in flight), with its block.  Finalize, once the ports are
+ * closed: no read can write into them any more.
  */
 void pcori_rndv_reap(void);
 

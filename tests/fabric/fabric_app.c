@@ -24,6 +24,8 @@
  *   fabric_app lostrecv-bound   lostrecv-dma, the ports taken to return
  *                               every read: rxd's never come back, and the
  *                               receive completes a peer timeout later
+ *   fabric_app finrecv          pid 0 leaves while a rendezvous moves into
+ *                               its recvDMA: finalize frees it once
  *   fabric_app spawn            remote thread creation
  *   fabric_app mixed [ROUNDS]   one stream of fast, cell, multi-fragment
  *                               and rendezvous messages arrives in order
@@ -981,6 +983,42 @@ static int run_lostrecv(const char *name)
 	return 0;
 }
 
+/* ----------------------------------------------------------- finrecv */
+
+/*
+ * pid 0 calls pcor_finalize while a rendezvous moves into a receive it
+ * posted: the handle is dropped, and the rendezvous (with its block) is
+ * freed once, after the ports are closed.  pid 1's send ends either way.
+ */
+static int run_finrecv(void)
+{
+	if (me == 1) {
+		pcor_handle_t h;
+		void *d = big_send_start(LOST_SIZE, LOST_FILLED, LOST_SEED, &h);
+		int rc = pcor_handle_test(h, PCOR_BLOCK);
+		CHECK(rc == PCOR_OK || rc == PCOR_ERR_PEER_LOST);
+		CHECK_OK(pcor_dma_free(d));
+		return 0;
+	}
+	if (me != 0)
+		return 0;
+	/* pcor's until the handle completes, which may be in finalize. */
+	static void *block;
+	pcor_handle_t h;
+	CHECK_OK(pcor_recv_dma(1, 0, TAG_DATA, &block, NULL, &h));
+	note(1, TAG_READY);
+	const uint8_t *dst = NULL;
+	uint64_t end = pcori_now_ns() + secs(30);
+	for (long i = 0; !dst || !landed(dst, LOST_FILLED); i++) {
+		CHECK(pcori_now_ns() < end && i < 100000000);
+		if (!dst)
+			dst = rndv_dst();
+		sched_yield();
+	}
+	/* Leave with it in flight (a test that it still is would race). */
+	return 0;
+}
+
 /* ------------------------------------------------------------- spawn */
 
 /* Threads that ran "echo-reversed" here: one per request, never more. */
@@ -1340,6 +1378,8 @@ int main(int argc, char **argv)
 	else if (!strcmp(c, "lostrecv-copy") || !strcmp(c, "lostrecv-dma") ||
 		 !strcmp(c, "lostrecv-bound"))
 		rc = run_lostrecv(c);
+	else if (!strcmp(c, "finrecv"))
+		rc = run_finrecv();
 	else if (!strcmp(c, "spawn"))
 		rc = run_spawn(arg ? (int)arg : 1);
 	else if (!strcmp(c, "badhdr"))
@@ -1354,7 +1394,8 @@ int main(int argc, char **argv)
 		SKIP("unknown case %s", c);
 	/* Nobody leaves while others may still talk to them. */
 	if (strcmp(c, "kill") && strncmp(c, "lostrecv", 8) &&
-	    strcmp(c, "stall") && strcmp(c, "lastack")) {
+	    strcmp(c, "finrecv") && strcmp(c, "stall") &&
+	    strcmp(c, "lastack")) {
 		if (me == 0) {
 			for (int p = 1; p < np; p++)
 				await(p, TAG_READY);
