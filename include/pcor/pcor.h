@@ -318,7 +318,9 @@ PCOR_API int pcor_send_dma(int pid, int thid, int tag, void *buf,
  *
  * buf and *info_p (may be NULL) belong to pcor until the handle completes;
  * they are filled by then.  A longer message fills buf and completes with
- * PCOR_ERR_TRUNCATE, info_p->size giving the full size.
+ * PCOR_ERR_TRUNCATE, info_p->size giving the full size.  If the sender
+ * dies, the handle completes with PCOR_ERR_PEER_LOST once the fabric can
+ * no longer write into buf.
  *
  * Returns PCOR_OK and *h_p; PCOR_ERR_BADPID, PCOR_ERR_BADTHID,
  * PCOR_ERR_BADTAG (below PCOR_ANY_TAG), PCOR_ERR_BADBUF, PCOR_ERR_INVAL,

@@ -212,6 +212,9 @@ typedef struct pcori_rxstream {
  * peer's table (one reference) until done; each outstanding read holds
  * another reference.  Whoever sets `done` first completes the receive;
  * whoever sets `reads_over` first decides what follows the last read.
+ * `reads` also counts short holds by threads that issue reads or record
+ * a failure: whoever takes it to zero with `fail` set finishes it, so a
+ * failed rendezvous completes only once no read is left with the port.
  */
 typedef struct pcori_rndv {
 	pcori_ctx_t ctx;        /* PCORI_CTX_READ */
@@ -224,16 +227,21 @@ typedef struct pcori_rndv {
 	size_t size;            /* message size */
 	size_t take;            /* bytes to land (min(size, capacity)) */
 	void *dst;              /* where they land */
-	void *own_dma;          /* recvDMA block */
+	void *own_dma;          /* recvDMA block (ours until handed over) */
 	uint64_t raddr, rkey;   /* remote reads: the source */
 	uint64_t src_dest;      /* remote reads: the sender's address */
 	_Atomic size_t next_off; /* remote reads: next byte to ask for */
-	_Atomic uint32_t reads; /* reads outstanding */
+	_Atomic uint32_t reads; /* reads outstanding, plus holds */
 	_Atomic uint32_t refs;
 	_Atomic bool done;
 	_Atomic bool reads_over;
+	_Atomic int fail;       /* its peer failed: the status to end with */
+	_Atomic bool idle;      /* no longer counted in port->busy */
 	int status;
 	bool readable;          /* pulled by reads (else streamed) */
+	bool dma;               /* recvDMA: own_dma goes to the receiver */
+	bool ours;              /* the data lands in own_dma (recvDMA, or a
+				   recvCopy's block on a reads_may_hang port) */
 	pcori_reasm_t reasm;    /* streaming windows */
 	pcori_list_t qlink;     /* waiting to issue reads (queue full) */
 	pcori_list_t alive;     /* in pcori_net.rndvs until freed */
@@ -376,8 +384,9 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 /* A claimed rendezvous MCB: start pulling its data into receive r. */
 void pcori_rndv_start(pcori_req_t *r, pcori_mcb_t *m);
 /*
- * Free rendezvous still held by reads that will never complete (their
- * source died).  Finalize, once the ports are closed.
+ * Free every rendezvous left (held by reads that never came back, or
+ * still in flight), with its block.  Finalize, once the ports are
+ * closed: no read can write into them any more.
  */
 void pcori_rndv_reap(void);
 

@@ -395,13 +395,12 @@ static void peer_free(pcori_peer_t *p)
 			free(rs);
 		}
 	}
-	pcori_rndv_t *v, *tmp;
-	HASH_ITER(hh, p->rndv, v, tmp)
-	{
-		HASH_DEL(p->rndv, v);
-		pcori_dma_free(v->own_dma);
-		free(v);
-	}
+	/*
+	 * Rendezvous still listed are on pcori_net.rndvs too: freed there,
+	 * with their blocks, once the ports are closed and no read can
+	 * write into them (pcori_rndv_reap).
+	 */
+	HASH_CLEAR(hh, p->rndv);
 	free(atomic_load(&p->route));
 	free((void *)p->tx);
 	free(p->rx);

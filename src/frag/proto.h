@@ -48,7 +48,9 @@
  *    receive takes it, the receiver pulls the data with remote reads
  *    straight into the receive's buffer, or -- with no remote reads on
  *    the path -- asks for windows of 32 fragments (CTS) and acknowledges
- *    each; FIN ends it.
+ *    each; FIN ends it.  When the sender is lost, the receive completes
+ *    only once no read into the application's buffer is left with the
+ *    port.
  *  - Send budget.  A message on the full path is charged against
  *    PCOR_SEND_BYTES from the send call until its record is freed (what
  *    counts: pcori_tx_cost).  One that does not fit waits up to
@@ -203,6 +205,12 @@ pcori_rndv_t *pcori_rndv_new(pcori_req_t *r, pcori_peer_t *peer,
 			     uint32_t nfrags);
 /* Complete v's receive once (tell: send FIN).  No lock held. */
 void pcori_rndv_complete(pcori_rndv_t *v, int status, bool tell);
+/*
+ * v's peer failed with status (v taken out of its table): its receive
+ * completes once no read into the application's buffer is left.  No
+ * lock held.
+ */
+void pcori_rndv_fail(pcori_rndv_t *v, int status);
 /* Drop a reference to v; the last frees it. */
 void pcori_rndv_unref(pcori_rndv_t *v);
 /* A fragment of a streamed rendezvous arrived. */

@@ -8,6 +8,15 @@
  * part of the protocol uses: one of them starts a rendezvous, so they
  * live here, below the parts that call them.
  *
+ * A lost sender: the receive completes once the last read into the
+ * application's buffer is back (pcori_rndv_fail, rndv_reads_drop), never
+ * before -- the application may free the buffer then.  A provider that
+ * may keep reads from a dead process for good (rxd, shm: reads_may_hang)
+ * reads into blocks of ours only (a recvCopy's is copied over once all
+ * is in); such a receive completes at the loss, a peer timeout after it
+ * on other ports, without its block, which stays with the rendezvous
+ * until the reads are back or the port is closed (rndv_overdue).
+ *
  * Locks: a rendezvous lives by its reference count (see pcori_rndv_t).
  * Its peer's rx_lock guards the peer's table of them and the streamed
  * window state; pcori_net.timer_lock guards the list of live ones and
@@ -63,14 +72,30 @@ void pcori_recv_finish(pcori_req_t *r, const pcori_mkey_t *k, size_t size,
 
 /* -------------------------------------------------------- rendezvous */
 
+/* v no longer needs its port's dispatcher awake (once). */
+static void rndv_idle(pcori_rndv_t *v)
+{
+	if (!atomic_exchange(&v->idle, true))
+		atomic_fetch_sub(&v->port->busy, 1);
+}
+
+/* Free v, and its block if it was not handed over. */
+static void rndv_free(pcori_rndv_t *v)
+{
+	if (v->own_dma)
+		pcori_dma_free(v->own_dma);
+	free(v);
+}
+
 void pcori_rndv_unref(pcori_rndv_t *v)
 {
 	if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) == 1) {
 		pcori_lock(&pcori_net.timer_lock);
 		pcori_list_remove(&v->alive);
 		pcori_unlock(&pcori_net.timer_lock);
-		atomic_fetch_sub(&v->port->busy, 1);
-		free(v);
+		rndv_idle(v);
+		/* Each read holds a reference: none can write into it now. */
+		rndv_free(v);
 	}
 }
 
@@ -79,7 +104,7 @@ void pcori_rndv_reap(void)
 	while (!pcori_list_empty(&pcori_net.rndvs)) {
 		pcori_list_t *n = pcori_net.rndvs.next;
 		pcori_list_remove(n);
-		free(PCORI_CONTAINER_OF(n, pcori_rndv_t, alive));
+		rndv_free(PCORI_CONTAINER_OF(n, pcori_rndv_t, alive));
 	}
 }
 
@@ -145,12 +170,18 @@ static void unwatch(pcori_rndv_t *v)
 /*
  * Complete the receive once.  tell: the sender hears FIN, whatever the
  * status, so that it lets go of its data (not when the sender is gone).
- * The caller holds a reference besides the watch's.
+ * The caller holds a reference besides the watch's.  Data in a block of
+ * ours reaches the receiver only whole (a recvDMA gets the block, a
+ * recvCopy a copy); otherwise the block stays with v, which reads still
+ * out keep alive, and is freed with v.
  */
 void pcori_rndv_complete(pcori_rndv_t *v, int status, bool tell)
 {
 	if (atomic_exchange(&v->done, true))
 		return;
+	/* Failed: whatever its reads do, the dispatcher need not spin. */
+	if (atomic_load(&v->fail))
+		rndv_idle(v);
 	pcori_deferred_t d = {0};
 	if (tell) {
 		atomic_store(&v->fin_sent, true);
@@ -160,7 +191,17 @@ void pcori_rndv_complete(pcori_rndv_t *v, int status, bool tell)
 	} else {
 		unwatch(v);
 	}
-	pcori_recv_finish(v->req, &v->key, v->size, v->own_dma, status, &d);
+	void *block = NULL;
+	if (status == PCOR_OK && v->dma) {
+		block = v->own_dma;
+		v->own_dma = NULL;
+	} else if (status == PCOR_OK && v->ours) {
+		/* All is in: nothing writes into the block any more. */
+		memcpy(v->req->buf, v->own_dma, v->take);
+		pcori_dma_free(v->own_dma);
+		v->own_dma = NULL;
+	}
+	pcori_recv_finish(v->req, &v->key, v->size, block, status, &d);
 	pcori_run_deferred(&d);
 }
 
@@ -177,9 +218,9 @@ static bool rndv_unlist(pcori_rndv_t *v)
 	return found == v;
 }
 
-static void rndv_finish(pcori_rndv_t *v, int status)
+static void rndv_finish(pcori_rndv_t *v, int status, bool tell)
 {
-	pcori_rndv_complete(v, status, status != PCOR_ERR_PEER_LOST);
+	pcori_rndv_complete(v, status, tell);
 	if (rndv_unlist(v))
 		pcori_rndv_unref(v);
 }
@@ -207,6 +248,7 @@ pcori_rndv_t *pcori_rndv_new(pcori_req_t *r, pcori_peer_t *peer,
 	v->size = size;
 	v->raddr = rts->addr;
 	v->rkey = rts->key;
+	v->dma = r->kind == PCORI_REQ_RECV_DMA;
 	v->readable = (rts->flags & PCORI_RTS_READABLE) && rt->hops == 1 &&
 		      rt->port->can_read && !pcori_net.force_stream;
 	pcori_reasm_init(&v->reasm, nfrags);
@@ -232,9 +274,14 @@ static void rndv_reads_over(pcori_rndv_t *v)
 	if (atomic_exchange(&v->reads_over, true))
 		return;
 	pcori_peer_t *peer = v->peer;
+	int f = atomic_load(&v->fail);
+	if (f) {
+		rndv_finish(v, f, false);
+		return;
+	}
 	if (v->status == PCOR_OK || v->status == PCOR_ERR_NOMEM ||
 	    atomic_load(&peer->state) == PCORI_PEER_LOST) {
-		rndv_finish(v, v->status);
+		rndv_finish(v, v->status, v->status != PCOR_ERR_PEER_LOST);
 		return;
 	}
 	PCORI_INFO(PCORI_SUB_DISPATCH,
@@ -248,12 +295,33 @@ static void rndv_reads_over(pcori_rndv_t *v)
 	ask_window(v, 0);
 }
 
+/*
+ * Drop a read that came back, or a hold.  The last one out finishes a
+ * failed rendezvous -- no read can write into its buffer any more -- or
+ * hands a whole set of reads to rndv_reads_over.
+ */
+static void rndv_reads_drop(pcori_rndv_t *v)
+{
+	if (atomic_fetch_sub(&v->reads, 1) != 1)
+		return;
+	int f = atomic_load(&v->fail);
+	if (f)
+		rndv_finish(v, f, false);
+	else if (v->next_off >= v->take)
+		rndv_reads_over(v);
+}
+
 /* Issue reads from next_off on.  Runs in any thread, no lock held. */
 static void rndv_read_more(pcori_rndv_t *v)
 {
-	/* Ours while we look at v: the last read may complete meanwhile. */
+	/*
+	 * Ours while we look at v, with a hold on its reads: the last read
+	 * may complete meanwhile, and the peer may fail (then no read
+	 * starts, and the last one out finishes).
+	 */
 	atomic_fetch_add(&v->refs, 1);
-	while (v->next_off < v->take) {
+	atomic_fetch_add(&v->reads, 1);
+	while (!atomic_load(&v->fail) && v->next_off < v->take) {
 		size_t off = v->next_off;
 		size_t n = PCORI_MIN(READ_CHUNK, v->take - off);
 		atomic_fetch_add(&v->refs, 1);
@@ -275,8 +343,7 @@ static void rndv_read_more(pcori_rndv_t *v)
 					atomic_fetch_add(&pcori_net.nreadq, 1);
 				}
 				pcori_unlock(&pcori_net.timer_lock);
-				pcori_rndv_unref(v);
-				return;
+				break;
 			}
 			v->next_off = v->take;
 			if (v->status == PCOR_OK)
@@ -287,9 +354,8 @@ static void rndv_read_more(pcori_rndv_t *v)
 					  memory_order_relaxed);
 		v->next_off = off + n;
 	}
-	/* All asked for; the last completion (or this) finishes. */
-	if (atomic_load(&v->reads) == 0 && v->next_off >= v->take)
-		rndv_reads_over(v);
+	/* All asked for (or given up): the last completion, or this. */
+	rndv_reads_drop(v);
 	pcori_rndv_unref(v);
 }
 
@@ -302,6 +368,17 @@ static void rndv_go(pcori_rndv_t *v)
 	if (r->kind == PCORI_REQ_RECV_COPY) {
 		v->dst = r->buf;
 		v->take = PCORI_MIN(v->size, r->len);
+		/*
+		 * A port that may keep a read from a dead peer for good reads
+		 * into a block of ours, copied over once all is in; without
+		 * one, the data streams.
+		 */
+		if (v->readable && v->port->reads_may_hang && v->take) {
+			if (pcori_dma_alloc(v->take, &v->own_dma) == PCOR_OK)
+				v->dst = v->own_dma;
+			else
+				v->readable = false;
+		}
 	} else {
 		v->take = v->size;
 		if (v->size && pcori_dma_alloc(v->size, &v->own_dma)) {
@@ -311,12 +388,13 @@ static void rndv_go(pcori_rndv_t *v)
 		}
 		v->dst = v->own_dma;
 	}
+	v->ours = v->own_dma != NULL;
 	/* Listed so a peer failure finds it; the list holds v's reference. */
 	pcori_lock(&peer->rx_lock);
 	HASH_ADD(hh, peer->rndv, cookie, sizeof(v->cookie), v);
 	pcori_unlock(&peer->rx_lock);
 	if (atomic_load(&peer->state) == PCORI_PEER_LOST) {
-		rndv_finish(v, PCOR_ERR_PEER_LOST);
+		rndv_finish(v, PCOR_ERR_PEER_LOST, false); /* no read yet */
 		return;
 	}
 	if (v->readable) {
@@ -352,9 +430,66 @@ void pcori_port_read_done(pcori_port_t *p, pcori_ctx_t *ctx, int status)
 		v->status = atomic_load(&v->peer->state) == PCORI_PEER_LOST
 				? PCOR_ERR_PEER_LOST
 				: status;
-	if (atomic_fetch_sub(&v->reads, 1) == 1 && v->next_off >= v->take)
-		rndv_reads_over(v);
+	rndv_reads_drop(v);
 	pcori_rndv_unref(v);
+}
+
+/*
+ * v's peer failed; v is out of its peer's table and the caller holds
+ * the table's reference.  Reads still with the port may write into the
+ * receive's buffer until they come back, so the receive completes when
+ * the last of them does -- at once when none is out.  Reads into a
+ * block of ours on a port that may keep them for good are not waited
+ * for; others, kept a peer timeout longer, meet the watch
+ * (rndv_overdue).
+ */
+void pcori_rndv_fail(pcori_rndv_t *v, int status)
+{
+	atomic_fetch_add(&v->reads, 1);
+	int none = 0;
+	atomic_compare_exchange_strong(&v->fail, &none, status);
+	rndv_reads_drop(v);
+	if (atomic_load(&v->done))
+		return;
+	if (v->ours && v->port->reads_may_hang) {
+		pcori_rndv_complete(v, atomic_load(&v->fail), false);
+		return;
+	}
+	uint64_t at =
+	    pcori_now_ns() + (uint64_t)pcori_rt.cfg.peer_timeout_ms * 1000000u;
+	atomic_store_explicit(&v->watch_ns, at, memory_order_relaxed);
+	watch_next_lower(at);
+}
+
+/*
+ * A failed rendezvous whose reads the provider still holds a peer
+ * timeout later.  Into a block of ours: the receive completes now
+ * without it, and the block stays with v until the reads are back or
+ * the port is closed.  An application's buffer cannot be handed back
+ * while the provider may still write into it: that receive waits for
+ * its reads (ports that may keep them for good get no such buffer).
+ */
+static void rndv_overdue(pcori_rndv_t *v, int status)
+{
+	atomic_store_explicit(&v->watch_ns, 0, memory_order_relaxed);
+	uint32_t n = atomic_load(&v->reads);
+	if (!n) /* the last one out is finishing it */
+		return;
+	rndv_idle(v); /* no need to spin for reads that may never come */
+	if (v->ours) {
+		PCORI_INFO(PCORI_SUB_DISPATCH,
+			   "peer %d: rendezvous %llx: %u reads still out "
+			   "after the failure; the receive completes, its "
+			   "block is kept until they are back",
+			   v->peer->pid, (unsigned long long)v->cookie, n);
+		pcori_rndv_complete(v, status, false);
+	} else {
+		PCORI_WARN(PCORI_SUB_DISPATCH,
+			   "peer %d: rendezvous %llx: %u reads still out "
+			   "after the failure; the receive completes when "
+			   "they are back",
+			   v->peer->pid, (unsigned long long)v->cookie, n);
+	}
 }
 
 /* A fragment of a streamed rendezvous. */
@@ -504,7 +639,10 @@ int pcori_watch_run(void)
 	for (int i = 0; i < ndue; i++) {
 		pcori_rndv_t *v = due[i];
 		pcori_peer_t *peer = v->peer;
-		if (atomic_load(&peer->state) == PCORI_PEER_LOST) {
+		int f = atomic_load(&v->fail);
+		if (f && !atomic_load(&v->done)) {
+			rndv_overdue(v, f);
+		} else if (atomic_load(&peer->state) == PCORI_PEER_LOST) {
 			unwatch(v);
 		} else if (atomic_load(&v->fin_sent)) {
 			PCORI_INFO(PCORI_SUB_DISPATCH,

@@ -764,10 +764,11 @@ void pcori_rx_fail(pcori_peer_t *peer, int status)
 		pcori_unlock(&peer->rx_lock);
 		pcori_run_deferred(&d);
 	} while (t < pcori_rt.max_threads);
+	/* Each completes once no read into the application's buffer is left. */
 	while (rl) {
 		v = rl;
 		rl = v->hh.next;
-		pcori_rndv_complete(v, status, false);
+		pcori_rndv_fail(v, status);
 		pcori_rndv_unref(v); /* the table's reference */
 	}
 }

@@ -17,6 +17,13 @@
  *    FI_MR_LOCAL): providers that need them are skipped, and logged.
  *  - -FI_E* codes are translated to pcor statuses here, and the original
  *    logged.
+ *  - Reads from a process that died: rxm over tcp, and net, fail them
+ *    (FI_ECANCELED) once its connection closes, which a killed process's
+ *    does at once.  rxd never completes, fails or cancels one whose
+ *    request its source acknowledged (fi_cancel and fi_av_remove do not
+ *    reach it); it ends only with the endpoint.  shm waits for the
+ *    source to serve it, forever if the source is dead.  Such ports say
+ *    reads_may_hang, and the protocol keeps application buffers off them.
  *  - rxd adds the peers it hears from to its datagram address vector from
  *    inside its progress, while fi_av_insert reads that vector under
  *    another lock (a data race inside libfabric, found by ThreadSanitizer
@@ -579,6 +586,15 @@ static int open_one(struct fi_info *fi, const char *provider, int index,
 	 */
 	p->multi_recv = (fi->caps & FI_MULTI_RECV) && !strstr(provider, "rxd");
 	p->av_serial = strstr(provider, "rxd") != NULL;
+	/*
+	 * Reads a dead source never ends (1.17): rxd moves a read whose
+	 * request its source acknowledged onto a list that only closing the
+	 * endpoint empties, and still copies in data already received for
+	 * it; shm has the source process itself copy the data into us and
+	 * then answer.
+	 */
+	p->base.reads_may_hang = strstr(provider, "rxd") != NULL ||
+				 !strncmp(provider, "shm", 3);
 	int rc;
 	const char *step;
 

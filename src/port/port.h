@@ -125,6 +125,13 @@ struct pcori_port {
 	size_t inject_max;      /* largest inject, header included */
 	bool can_read;          /* remote reads possible */
 	/*
+	 * A read from a process that died may never come back: the provider
+	 * neither fails it nor lets it be cancelled, and may still write
+	 * into its buffer until the port closes (rxd, shm).  Reads over such
+	 * a port land in pcor's own blocks, never an application's buffer.
+	 */
+	bool reads_may_hang;
+	/*
 	 * Frames are neither lost nor reordered nor refused once a send
 	 * returned PCOR_OK (pcor-shm; reliable libfabric endpoints): small
 	 * messages, up to fast_max bytes of payload, take the fast path.

@@ -16,6 +16,16 @@
  *                               exhausted and it refused a message
  *   fabric_app kill             pid 1 dies during a large transfer; pid 0's
  *                               handles report PCOR_ERR_PEER_LOST
+ *   fabric_app lostrecv-copy    pid 0 kills pid 1 while a rendezvous moves
+ *   fabric_app lostrecv-dma     into its receive (recvCopy, recvDMA): after
+ *                               the receive completes nothing writes into
+ *                               its buffer, nor into a block of pcor's
+ *                               the data landed in
+ *   fabric_app lostrecv-bound   lostrecv-dma, the ports taken to return
+ *                               every read: rxd's never come back, and the
+ *                               receive completes a peer timeout later
+ *   fabric_app finrecv          pid 0 leaves while a rendezvous moves into
+ *                               its recvDMA: finalize frees it once
  *   fabric_app spawn            remote thread creation
  *   fabric_app mixed [ROUNDS]   one stream of fast, cell, multi-fragment
  *                               and rendezvous messages arrives in order
@@ -36,9 +46,11 @@
 #include "harness.h"
 #include "dispatch/dispatch.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define TAG_DATA 1
@@ -665,6 +677,348 @@ static int run_kill(void)
 	return 0;
 }
 
+/* ---------------------------------------------------------- lostrecv */
+
+/*
+ * A receive whose sender is killed while the data moves.  pid 0 waits
+ * until data lands, stops its ports (it holds their progress locks: what
+ * arrives stays with the provider and the kernel), waits until the
+ * kernel holds data for it not yet taken in, kills pid 1 and waits
+ * until pcor has handled the loss.  Once the receive has completed, the
+ * application reuses its buffer at once (fills it), and it must stay as
+ * filled while the ports run dry.  Where the data landed in a block of
+ * pcor's (recvDMA, or a recvCopy on a port whose reads may never come
+ * back), that block must not be reused while the provider may still
+ * write into it: a block allocated then is filled and checked the same
+ * way.  The checks read, not fault: a provider that receives with
+ * recv() into the buffer would only see EFAULT on a protected page.
+ */
+#define LOST_SIZE   (256 * MiB)
+#define LOST_FILLED (16 * MiB)
+#define LOST_SEED   91
+#define LOST_POISON 0xa5
+
+static pthread_mutex_t lost_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t lost_cv = PTHREAD_COND_INITIALIZER;
+static bool lost_seen;
+
+static uint64_t secs(int s)
+{
+	return (uint64_t)(getenv("FABRIC_SLOW") ? 5 * s : s) * 1000000000u;
+}
+
+/* Called once pcor has failed what involved the process. */
+static void on_member(int pid, pcor_member_event_t ev, void *arg)
+{
+	(void)arg;
+	if (pid != 1 || ev != PCOR_MEMBER_FAILURE)
+		return;
+	pthread_mutex_lock(&lost_mu);
+	lost_seen = true;
+	pthread_cond_signal(&lost_cv);
+	pthread_mutex_unlock(&lost_mu);
+}
+
+static void await_lost(void)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += (time_t)(secs(10) / 1000000000u);
+	int rc = 0;
+	pthread_mutex_lock(&lost_mu);
+	while (!lost_seen && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&lost_cv, &lost_mu, &until);
+	bool seen = lost_seen;
+	pthread_mutex_unlock(&lost_mu);
+	CHECK(seen);
+}
+
+/*
+ * Where the data of the rendezvous from pid 1 lands: the receive's
+ * buffer, or a block of pcor's (recvDMA; a recvCopy's on a port whose
+ * reads may never come back); NULL before it has started.
+ */
+static const uint8_t *rndv_dst(void)
+{
+	pcori_peer_t *peer = pcori_peer_get(1);
+	const uint8_t *dst = NULL;
+	pcori_rndv_t *v, *tmp;
+	CHECK(peer);
+	pcori_lock(&peer->rx_lock);
+	HASH_ITER(hh, peer->rndv, v, tmp)
+	{
+		dst = v->dst;
+	}
+	pcori_unlock(&peer->rx_lock);
+	return dst;
+}
+
+/*
+ * Has some of the data landed?  One word a page, compared with the
+ * sender's pattern.  It reads while the fabric writes, on purpose: a
+ * probe, whose answer only says when to stop the ports.
+ */
+__attribute__((no_sanitize("thread"))) static bool
+landed(const volatile uint8_t *b, size_t n)
+{
+	for (size_t off = 0; off + 8 <= n; off += 4096) {
+		uint64_t w = th_pattern_word(LOST_SEED, off / 8);
+		int k = 0;
+		while (k < 8 && b[off + (size_t)k] == (uint8_t)(w >> (8 * k)))
+			k++;
+		if (k == 8)
+			return true;
+	}
+	return false;
+}
+
+/* Is ino one of the socket inodes in ours[0..n)? */
+static bool ino_in(unsigned long ino, const unsigned long *ours, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (ours[i] == ino)
+			return true;
+	return false;
+}
+
+/*
+ * Bytes the kernel holds, not yet read, for this process's TCP and UDP
+ * sockets: /proc/net lists every socket with its receive queue and
+ * inode, and ours are the inodes our descriptors name.
+ */
+static long unread_bytes(void)
+{
+	unsigned long ours[256];
+	int n = 0;
+	char path[64], link[64];
+	for (int fd = 0; fd < 1024 && n < (int)PCORI_ARRAY_LEN(ours); fd++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		ssize_t l = readlink(path, link, sizeof(link) - 1);
+		if (l <= 0)
+			continue;
+		link[l] = 0;
+		if (sscanf(link, "socket:[%lu]", &ours[n]) == 1)
+			n++;
+	}
+	static const char *const tabs[] = {"/proc/net/tcp", "/proc/net/tcp6",
+					   "/proc/net/udp", "/proc/net/udp6"};
+	long total = 0;
+	for (size_t t = 0; t < PCORI_ARRAY_LEN(tabs); t++) {
+		FILE *f = fopen(tabs[t], "r");
+		char line[512];
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long txq, rxq, ino;
+			/* sl local rem st tx:rx tr:when retr uid tmo inode */
+			if (sscanf(line,
+				   " %*d: %*s %*s %*x %lx:%lx %*x:%*x %*x %*u "
+				   "%*u %lu",
+				   &txq, &rxq, &ino) == 3 &&
+			    ino_in(ino, ours, n))
+				total += (long)rxq;
+		}
+		fclose(f);
+	}
+	return total;
+}
+
+/* Poll every port once (their progress locks are ours). */
+static int ports_progress(void)
+{
+	int n = 0;
+	for (int i = 0; i < pcori_net.nports; i++)
+		n += pcori_net.ports[i]->ops->progress(pcori_net.ports[i], 0);
+	return n;
+}
+
+/* Poll until the providers have nothing left to hand up. */
+static void ports_drain(void)
+{
+	uint64_t end = pcori_now_ns() + secs(5);
+	int quiet = 0;
+	for (long i = 0; quiet < 500 && i < 10000000; i++) {
+		quiet = ports_progress() ? 0 : quiet + 1;
+		CHECK(pcori_now_ns() < end);
+	}
+	CHECK(quiet >= 500);
+}
+
+/* Reuse len bytes at b (fill them); filled_still says if they stayed. */
+static void fill(void *b, size_t len)
+{
+	memset(b, LOST_POISON, len);
+}
+static bool filled_still(const void *b, size_t len)
+{
+	uint64_t w;
+	memset(&w, LOST_POISON, sizeof(w));
+	for (size_t i = 0; i + sizeof(w) <= len; i += sizeof(w))
+		if (memcmp((const uint8_t *)b + i, &w, sizeof(w)))
+			return false;
+	return true;
+}
+
+static int run_lostrecv(const char *name)
+{
+	bool dma = strcmp(name, "lostrecv-copy") != 0;
+	/*
+	 * bound: the ports say their reads come back, whatever the provider
+	 * does (white box): over rxd, whose reads from a dead process never
+	 * do, the receive must complete at the bound, a peer timeout after
+	 * the loss, without its block.
+	 */
+	bool bound = !strcmp(name, "lostrecv-bound");
+	if (me == 1) {
+		int ospid = (int)getpid();
+		/* run.sh checks that nothing named after us outlives us. */
+		printf("%s: os pid %d\n", name, ospid);
+		fflush(stdout);
+		send_wait(0, 0, TAG_NOTE, &ospid, sizeof(ospid));
+		pcor_handle_t h;
+		big_send_start(LOST_SIZE, LOST_FILLED, LOST_SEED, &h);
+		/* pid 0 kills us while it takes the data. */
+		pcor_handle_test(h, PCOR_BLOCK);
+		CHECK(!"pid 0 was to kill this process");
+	}
+	if (me != 0)
+		return 0;
+	CHECK_OK(pcor_member_callback(on_member, NULL));
+	for (int i = 0; bound && i < pcori_net.nports; i++)
+		pcori_net.ports[i]->reads_may_hang = false;
+	int ospid;
+	recv_wait(1, 0, TAG_NOTE, &ospid, sizeof(ospid));
+	uint8_t *buf = mmap(NULL, LOST_SIZE, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(buf != MAP_FAILED);
+
+	pcor_handle_t h;
+	pcor_msginfo_t info;
+	void *block = buf; /* recvDMA: must come back NULL */
+	if (dma)
+		CHECK_OK(pcor_recv_dma(1, 0, TAG_DATA, &block, &info, &h));
+	else
+		CHECK_OK(
+		    pcor_recv_copy(1, 0, TAG_DATA, buf, LOST_SIZE, &info, &h));
+	note(1, TAG_READY);
+	const uint8_t *dst = NULL;
+	uint64_t end = pcori_now_ns() + secs(30);
+	for (long i = 0; !dst || !landed(dst, LOST_FILLED); i++) {
+		CHECK(pcori_now_ns() < end && i < 100000000);
+		if (!dst)
+			dst = rndv_dst();
+		sched_yield();
+	}
+	for (int i = 0; i < pcori_net.nports; i++)
+		pcori_lock(&pcori_net.ports[i]->progress_lock);
+	/* 256 MiB cannot have moved yet; if it had, nothing is tested. */
+	CHECK_RC(pcor_handle_test(h, PCOR_NONBLOCK), PCOR_INPROGRESS);
+	/*
+	 * The sender still sends (or sends again what we have not
+	 * acknowledged): die once some of it waits in our sockets.
+	 */
+	long unread = 0;
+	end = pcori_now_ns() + secs(5);
+	for (long i = 0;
+	     !(unread = unread_bytes()) && i < 1000000 && pcori_now_ns() < end;
+	     i++)
+		sched_yield();
+	uint64_t t_kill = pcori_now_ns();
+	CHECK(kill(ospid, SIGKILL) == 0);
+	await_lost();
+
+	/*
+	 * A receive whose reads are still with the provider waits for them
+	 * (a recvDMA at most a peer timeout): let the ports run, ours still.
+	 */
+	int rc;
+	bool at_once = true;
+	end = pcori_now_ns() + secs(20);
+	for (long i = 0;
+	     (rc = pcor_handle_test(h, PCOR_NONBLOCK)) == PCOR_INPROGRESS;
+	     i++) {
+		CHECK(pcori_now_ns() < end && i < 1000000000);
+		at_once = false;
+		ports_progress();
+	}
+	CHECK_RC(rc, PCOR_ERR_PEER_LOST);
+	double ms = (double)(pcori_now_ns() - t_kill) / 1e6;
+	if (bound)
+		CHECK(!at_once && ms >= (double)pcori_rt.cfg.peer_timeout_ms);
+	/*
+	 * The buffer is the application's again, and reused at once; so is
+	 * the block of pcor's the data landed in, if pcor let it go.
+	 */
+	uint8_t *again = NULL;
+	if (dma)
+		CHECK(block == NULL);
+	else
+		fill(buf, LOST_SIZE);
+	if (dst != buf) {
+		CHECK_OK(pcor_dma_alloc(LOST_SIZE, (void **)&again));
+		fill(again, LOST_SIZE);
+	}
+	ports_drain();
+	if ((!dma && !filled_still(buf, LOST_SIZE)) ||
+	    (again && !filled_still(again, LOST_SIZE))) {
+		fprintf(stderr,
+			"FAIL %s: written into after the receive "
+			"completed\n",
+			name);
+		exit(1);
+	}
+	for (int i = 0; i < pcori_net.nports; i++)
+		pcori_unlock(&pcori_net.ports[i]->progress_lock);
+	printf("%s: %ld bytes were unread at the kill\n", name, unread);
+	printf("%s: PEER_LOST %.1f ms after the kill%s\n", name, ms,
+	       at_once ? "" : " (its reads were out at the loss)");
+	if (again) {
+		printf("%s: pcor's block was %s\n", name,
+		       again < dst + LOST_SIZE && dst < again + LOST_SIZE
+			   ? "reused"
+			   : "kept");
+		CHECK_OK(pcor_dma_free(again));
+	}
+	CHECK(munmap(buf, LOST_SIZE) == 0);
+	return 0;
+}
+
+/* ----------------------------------------------------------- finrecv */
+
+/*
+ * pid 0 calls pcor_finalize while a rendezvous moves into a receive it
+ * posted: the handle is dropped, and the rendezvous (with its block) is
+ * freed once, after the ports are closed.  pid 1's send ends either way.
+ */
+static int run_finrecv(void)
+{
+	if (me == 1) {
+		pcor_handle_t h;
+		void *d = big_send_start(LOST_SIZE, LOST_FILLED, LOST_SEED, &h);
+		int rc = pcor_handle_test(h, PCOR_BLOCK);
+		CHECK(rc == PCOR_OK || rc == PCOR_ERR_PEER_LOST);
+		CHECK_OK(pcor_dma_free(d));
+		return 0;
+	}
+	if (me != 0)
+		return 0;
+	/* pcor's until the handle completes, which may be in finalize. */
+	static void *block;
+	pcor_handle_t h;
+	CHECK_OK(pcor_recv_dma(1, 0, TAG_DATA, &block, NULL, &h));
+	note(1, TAG_READY);
+	const uint8_t *dst = NULL;
+	uint64_t end = pcori_now_ns() + secs(30);
+	for (long i = 0; !dst || !landed(dst, LOST_FILLED); i++) {
+		CHECK(pcori_now_ns() < end && i < 100000000);
+		if (!dst)
+			dst = rndv_dst();
+		sched_yield();
+	}
+	/* Leave with it in flight (a test that it still is would race). */
+	return 0;
+}
+
 /* ------------------------------------------------------------- spawn */
 
 /* Threads that ran "echo-reversed" here: one per request, never more. */
@@ -1021,6 +1375,11 @@ int main(int argc, char **argv)
 		rc = run_flood(arg ? (int)arg : 100000);
 	else if (!strcmp(c, "kill"))
 		rc = run_kill();
+	else if (!strcmp(c, "lostrecv-copy") || !strcmp(c, "lostrecv-dma") ||
+		 !strcmp(c, "lostrecv-bound"))
+		rc = run_lostrecv(c);
+	else if (!strcmp(c, "finrecv"))
+		rc = run_finrecv();
 	else if (!strcmp(c, "spawn"))
 		rc = run_spawn(arg ? (int)arg : 1);
 	else if (!strcmp(c, "badhdr"))
@@ -1034,7 +1393,9 @@ int main(int argc, char **argv)
 	else
 		SKIP("unknown case %s", c);
 	/* Nobody leaves while others may still talk to them. */
-	if (strcmp(c, "kill") && strcmp(c, "stall") && strcmp(c, "lastack")) {
+	if (strcmp(c, "kill") && strncmp(c, "lostrecv", 8) &&
+	    strcmp(c, "finrecv") && strcmp(c, "stall") &&
+	    strcmp(c, "lastack")) {
 		if (me == 0) {
 			for (int p = 1; p < np; p++)
 				await(p, TAG_READY);

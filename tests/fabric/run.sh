@@ -2,8 +2,9 @@
 # run.sh PCORRUN APP PROVIDER MODE NPROCS CASE [ARG] -- one inter-process
 # test: NPROCS processes of APP started by pcorrun over the fabric
 # PROVIDER with dispatcher MODE.  Passes when every process printed
-# "CASE: ok" (for "kill": the survivor did, and pcorrun reported the
-# death), fails on anything else; leaves no process behind.
+# "CASE: ok" (for the cases where pid 1 is killed -- kill, lostrecv-*:
+# the survivor did, and pcorrun reported the death), fails on anything
+# else; leaves no process behind.
 set -u
 pcorrun=$1 app=$2 prov=$3 mode=$4 np=$5 case_=$6; shift 6
 tmp=$(mktemp -d)
@@ -17,15 +18,17 @@ if [ "$prov" != pcor-shm ] && ! fi_info -p "$prov" >/dev/null 2>&1; then
 	exit 77
 fi
 export PCOR_PROVIDERS=$prov PCOR_DISPATCH=$mode PCOR_LOG_LEVEL=info
+dies=false
+case $case_ in kill | lostrecv-*) dies=true ;; esac
 extra=()
-[ "$case_" = kill ] && extra=(--keep-going)
+$dies && extra=(--keep-going)
 timeout -k 5 "${TEST_TIMEOUT:-250}" "$pcorrun" -n "$np" --tag-output \
 	"${extra[@]}" "$app" "$case_" "$@" "$marker" >"$tmp/out" 2>"$tmp/err"
 st=$?
 oks=$(grep -c -- "] $case_: ok" "$tmp/out")
 want=$np
-[ "$case_" = kill ] && want=1
-if [ "$oks" -ne "$want" ] || { [ "$case_" != kill ] && [ $st -ne 0 ]; }; then
+$dies && want=1
+if [ "$oks" -ne "$want" ] || { ! $dies && [ $st -ne 0 ]; }; then
 	echo "FAIL: $case_ over $prov ($mode): status $st, $oks of $want ok"
 	echo "--- stdout"; tail -n 30 "$tmp/out"
 	echo "--- stderr"; grep -v " info " "$tmp/err" | tail -n 30
@@ -33,11 +36,11 @@ if [ "$oks" -ne "$want" ] || { [ "$case_" != kill ] && [ $st -ne 0 ]; }; then
 fi
 # What the ports counted, and how fast a death was seen, for the log.
 grep -h "info dispatch: port" "$tmp/err" | grep -v "domain" | head -n 8
-grep -h "PEER_LOST .* ms after" "$tmp/out"
-if [ "$case_" = kill ]; then
+grep -h "PEER_LOST .* ms after\|block was\|unread at the kill" "$tmp/out"
+if $dies; then
 	# Nothing of the killed process stays in /dev/shm (libfabric's shm
 	# provider names its region after the pid; pcorrun removes it).
-	os=$(sed -n 's/^.*kill: os pid \([0-9]*\)$/\1/p' "$tmp/out")
+	os=$(sed -n "s/^.*$case_: os pid \([0-9]*\)\$/\1/p" "$tmp/out")
 	[ -n "$os" ] || { echo "FAIL: the victim did not say its pid"; exit 1; }
 	left=$(ls /dev/shm | grep -E "^$os:" || true)
 	[ -z "$left" ] || { echo "FAIL: left in /dev/shm: $left"; exit 1; }
@@ -60,7 +63,8 @@ flood)	# the receiver must have held the sender back: refused (and the
 	# sender resent), or on a lossless port left fast messages waiting
 	grep -qE "\[0\].*(nacks sent [1-9]|parked [1-9])" "$tmp/err" ||
 		{ echo "FAIL: flood caused no refusal (pool not exhausted?)"; exit 1; } ;;
-kill)	grep -q "process 1 .* killed by signal 9" "$tmp/err" ||
+kill | lostrecv-*)
+	grep -q "process 1 .* killed by signal 9" "$tmp/err" ||
 		{ echo "FAIL: pcorrun did not report the death"; exit 1; } ;;
 stall)	# the data path's bound said why, and no process was taken for dead
 	grep -q "nothing acknowledged for [0-9]* ms over the data path" \
