@@ -279,8 +279,14 @@ static void rndv_reads_over(pcori_rndv_t *v)
 		rndv_finish(v, f, false);
 		return;
 	}
-	if (v->status == PCOR_OK || v->status == PCOR_ERR_NOMEM ||
-	    atomic_load(&peer->state) == PCORI_PEER_LOST) {
+	/*
+	 * Lost, though the failure is not recorded on v yet: reads that
+	 * failed before the loss was known failed of it.
+	 */
+	bool lost = atomic_load(&peer->state) == PCORI_PEER_LOST;
+	if (lost && v->status != PCOR_OK)
+		v->status = PCOR_ERR_PEER_LOST;
+	if (v->status == PCOR_OK || v->status == PCOR_ERR_NOMEM || lost) {
 		rndv_finish(v, v->status, v->status != PCOR_ERR_PEER_LOST);
 		return;
 	}
