@@ -240,23 +240,9 @@ int shmp_drain(shm_port_t *p, uint32_t s)
 			head = next;
 			continue;
 		}
-		if (rec.kind == PCORI_SHM_REC_FAST) {
-			int r = fast_recv(p, d, &rec);
-			if (r < 0) {
-				rslot_broken(p, s, "fast record");
-				break;
-			}
-			if (!r) {
-				/* No room for it yet: the ring waits. */
-				park(p, rs);
-				break;
-			}
-		} else if (rec.kind == PCORI_SHM_REC_INLINE) {
-			if (!pcori_port_recv(&p->base, rec.data, rec.len)) {
-				park(p, rs);
-				break;
-			}
-		} else {
+		bool cells = rec.kind == PCORI_SHM_REC_CELLS ||
+			     rec.kind == PCORI_SHM_REC_FAST_CELLS;
+		if (cells) {
 			const pcori_shm_geom_t *g = &d->g;
 			if (!d->base && atomic_load(&d->dead)) {
 				/* Its sender's segment is gone with it. */
@@ -275,26 +261,24 @@ int shmp_drain(shm_port_t *p, uint32_t s)
 				rslot_broken(p, s, "cell run");
 				break;
 			}
-			const uint8_t *run =
-			    d->cells + (uint64_t)rec.first * g->cell_size;
-			if (rec.kind == PCORI_SHM_REC_FAST_CELLS) {
-				pcori_shm_rec_t in = rec;
-				in.data = run;
-				int r = fast_recv(p, d, &in);
-				if (r < 0) {
-					rslot_broken(p, s, "fast cell run");
-					break;
-				}
-				if (!r) {
-					park(p, rs);
-					break;
-				}
-			} else if (!pcori_port_recv(&p->base, run, rec.len)) {
-				park(p, rs);
-				break;
-			}
-			pcori_shm_mark_done(d->marks, rec.first);
+			rec.data = d->cells + (uint64_t)rec.first * g->cell_size;
 		}
+		/* Compact records (in the ring or in cells) or whole frames. */
+		int r = rec.kind == PCORI_SHM_REC_FAST ||
+				rec.kind == PCORI_SHM_REC_FAST_CELLS
+			    ? fast_recv(p, d, &rec)
+			    : pcori_port_recv(&p->base, rec.data, rec.len);
+		if (r < 0) {
+			rslot_broken(p, s, "fast record");
+			break;
+		}
+		if (!r) {
+			/* No room for it yet: the ring waits. */
+			park(p, rs);
+			break;
+		}
+		if (cells)
+			pcori_shm_mark_done(d->marks, rec.first);
 		head = next;
 		n++;
 		/* Give room back early when a lot was consumed. */
