@@ -772,6 +772,20 @@ landed(const volatile uint8_t *b, size_t n)
 	return false;
 }
 
+/* Where the rendezvous lands, once its first bytes are in (bounded). */
+static const uint8_t *await_landing(void)
+{
+	const uint8_t *dst = NULL;
+	uint64_t end = pcori_now_ns() + secs(30);
+	for (long i = 0; !dst || !landed(dst, LOST_FILLED); i++) {
+		CHECK(pcori_now_ns() < end && i < 100000000);
+		if (!dst)
+			dst = rndv_dst();
+		sched_yield();
+	}
+	return dst;
+}
+
 /* Is ino one of the socket inodes in ours[0..n)? */
 static bool ino_in(unsigned long ino, const unsigned long *ours, int n)
 {
@@ -901,14 +915,7 @@ static int run_lostrecv(const char *name)
 		CHECK_OK(
 		    pcor_recv_copy(1, 0, TAG_DATA, buf, LOST_SIZE, &info, &h));
 	note(1, TAG_READY);
-	const uint8_t *dst = NULL;
-	uint64_t end = pcori_now_ns() + secs(30);
-	for (long i = 0; !dst || !landed(dst, LOST_FILLED); i++) {
-		CHECK(pcori_now_ns() < end && i < 100000000);
-		if (!dst)
-			dst = rndv_dst();
-		sched_yield();
-	}
+	const uint8_t *dst = await_landing();
 	for (int i = 0; i < pcori_net.nports; i++)
 		pcori_lock(&pcori_net.ports[i]->progress_lock);
 	/* 256 MiB cannot have moved yet; if it had, nothing is tested. */
@@ -918,7 +925,7 @@ static int run_lostrecv(const char *name)
 	 * acknowledged): die once some of it waits in our sockets.
 	 */
 	long unread = 0;
-	end = pcori_now_ns() + secs(5);
+	uint64_t end = pcori_now_ns() + secs(5);
 	for (long i = 0;
 	     !(unread = unread_bytes()) && i < 1000000 && pcori_now_ns() < end;
 	     i++)
@@ -1007,14 +1014,7 @@ static int run_finrecv(void)
 	pcor_handle_t h;
 	CHECK_OK(pcor_recv_dma(1, 0, TAG_DATA, &block, NULL, &h));
 	note(1, TAG_READY);
-	const uint8_t *dst = NULL;
-	uint64_t end = pcori_now_ns() + secs(30);
-	for (long i = 0; !dst || !landed(dst, LOST_FILLED); i++) {
-		CHECK(pcori_now_ns() < end && i < 100000000);
-		if (!dst)
-			dst = rndv_dst();
-		sched_yield();
-	}
+	(void)await_landing();
 	/* Leave with it in flight (a test that it still is would race). */
 	return 0;
 }
