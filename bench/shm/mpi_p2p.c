@@ -3,7 +3,7 @@
  * measurements as pcor_lat, pcor_bw and pcor_mr, with the same patterns
  * and the same CSV lines, so the two can be put side by side.
  *
- *   mpirun -n 2 mpi_p2p lat|bw|mr [-T] [-m MIN:MAX] [-i ITERS]
+ *   mpirun -n 2 mpi_p2p lat|bw|mr [-T] [-H] [-m MIN:MAX] [-i ITERS]
  *                       [-x WARMUP] [-w WINDOW] [-t LABEL]
  *
  * lat  ping-pong, one-way latency = round trip / 2 (us); receives are
@@ -16,6 +16,9 @@
  * mr   the bw pattern with 1-byte messages; messages per second.
  * -T   MPI_Init_thread with MPI_THREAD_MULTIPLE (pcor is always thread
  *      safe: this is the MPI at the same service).
+ * -H   the send and receive buffers in transparent huge pages, as pcor's
+ *      DMA memory for blocks of 64 KiB and more (a cross-memory read
+ *      pins each page it reads: the page size sets its pace).
  *
  * Built outside meson by bench/shm/run_shm_bench.sh, once per MPI
  * (mpicc.openmpi, mpicc.mpich); it uses nothing of pcor.
@@ -28,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 typedef struct mb_args {
@@ -127,6 +131,22 @@ static double mb_window(int me, size_t size, int window, long iters,
 	return MPI_Wtime() - t0;
 }
 
+/* A buffer of len bytes (at least one), in huge pages if asked. */
+static char *buffer(size_t len, int huge)
+{
+	const size_t huge_page = (size_t)2 << 20;
+	if (!len)
+		len = 1;
+	if (!huge)
+		return malloc(len);
+	void *p = NULL;
+	len = (len + huge_page - 1) & ~(huge_page - 1);
+	if (posix_memalign(&p, huge_page, len))
+		return NULL;
+	(void)madvise(p, len, MADV_HUGEPAGE); /* a hint: may be refused */
+	return p;
+}
+
 int main(int argc, char **argv)
 {
 	/*
@@ -155,10 +175,11 @@ int main(int argc, char **argv)
 		       .iters = lat ? 10000 : mr ? 2000 : 100,
 		       .warmup = lat ? 1000 : mr ? 200 : 10, .window = 64,
 		       .label = "mpi"};
-	int opt;
+	int opt, huge = 0;
 	optind = multiple ? 3 : 2;
-	while (argc > 1 && (opt = getopt(argc, argv, "m:i:x:w:t:")) != -1) {
+	while (argc > 1 && (opt = getopt(argc, argv, "Hm:i:x:w:t:")) != -1) {
 		switch (opt) {
+		case 'H': huge = 1; break;
 		case 'm': {
 			char *colon = strchr(optarg, ':');
 			if (colon) {
@@ -181,13 +202,13 @@ int main(int argc, char **argv)
 	    a.window < 1 || a.warmup < 0 || a.max > (size_t)1 << 30) {
 		if (me == 0)
 			fprintf(stderr,
-				"usage: mpirun -n 2 %s lat|bw|mr [-T] [-m MIN:MAX] "
+				"usage: mpirun -n 2 %s lat|bw|mr [-T] [-H] [-m MIN:MAX] "
 				"[-i ITERS] [-x WARMUP] [-w WINDOW] "
 				"[-t LABEL]\n", argv[0]);
 		MPI_Finalize();
 		return 2;
 	}
-	char *sbuf = malloc(a.max ? a.max : 1), *rbuf = malloc(a.max ? a.max : 1);
+	char *sbuf = buffer(a.max, huge), *rbuf = buffer(a.max, huge);
 	/* Statuses kept (not MPI_STATUSES_IGNORE): gcc's bounds check
 	 * misreads MPICH's sentinel pointer. */
 	MPI_Request *h = malloc(sizeof(*h) * (size_t)a.window);

@@ -2,7 +2,9 @@
 # run_small.sh -- small messages between two processes of one host: pcor
 # over pcor-shm (no PCOR_* knob set, then each dispatcher mode) next to
 # Open MPI (vader) and MPICH running bench/shm/mpi_p2p.c (as they are,
-# and with MPI_THREAD_MULTIPLE, "-mt": the service pcor always gives)
+# and with MPI_THREAD_MULTIPLE, "-mt": the service pcor always gives;
+# their bandwidth also with buffers in huge pages, "-huge", as pcor's
+# DMA blocks of 64 KiB and more are)
 # and, when a copy of the OSU micro-benchmarks is at hand, OSU's
 # osu_latency, osu_bw and osu_mbw_mr, and the bare two-process
 # references (bench/shm/futex_pp.c), all in one run, interleaved: every
@@ -154,6 +156,16 @@ osu() { # LABEL LAUNCHER DIR REP
 	done
 }
 
+# mpi_bw_huge LABEL LAUNCHER EXE REP: bandwidth with the MPI's buffers in
+# huge pages (-H), as pcor's DMA blocks of 64 KiB and more are: what the
+# page size alone is worth to a cross-memory read.
+mpi_bw_huge() {
+	local label=$1 launcher=$2 exe=$3 rep=$4
+	[ -n "$exe" ] || return 0
+	timeout 300 $launcher "$exe" bw -H $BW -t "$label" 2>/dev/null |
+		sed "s/\$/,$rep/" >>"$raw" || echo "$label: bw failed" >&2
+}
+
 mpi() { # LABEL LAUNCHER EXE REP [-T]
 	local label=$1 launcher=$2 exe=$3 rep=$4 t=${5:-} b
 	[ -n "$exe" ] || return 0
@@ -197,9 +209,11 @@ for rep in $(seq "$REPS"); do
 		PCOR_DISPATCH=block PCOR_SPIN_NS=0
 	mpi ompi-vader "$OMPI" "$MPI_OMPI" "$rep"
 	mpi ompi-vader-mt "$OMPI" "$MPI_OMPI" "$rep" -T
+	mpi_bw_huge ompi-vader-huge "$OMPI" "$MPI_OMPI" "$rep"
 	osu osu-ompi-vader "$OMPI" "$OSU_OMPI" "$rep"
 	mpi mpich "$MPICH" "$MPI_MPICH" "$rep"
 	mpi mpich-mt "$MPICH" "$MPI_MPICH" "$rep" -T
+	mpi_bw_huge mpich-huge "$MPICH" "$MPI_MPICH" "$rep"
 	osu osu-mpich "$MPICH" "$OSU_MPICH" "$rep"
 	for k in spin futex; do
 		"$build/bench/futex_pp" $k $FUT | sed "s/\$/,$rep/" >>"$raw"
@@ -319,6 +333,10 @@ for size in (65536, 262144, 1048576, 4194304):
     best = max([x for x in (med(('bw', m, size)) for m in
                             ('ompi-vader', 'mpich', 'osu-ompi-vader', 'osu-mpich')) if x] or [0])
     lines.append('| %d B bandwidth, pcor / better MPI | %s | %s | %s |' % (size, num(p), num(best or None), ratio(p, best)))
+    huge = max([x for x in (med(('bw', m, size)) for m in
+                            ('ompi-vader-huge', 'mpich-huge')) if x] or [0])
+    if huge:
+        lines.append('| %d B bandwidth, pcor / better MPI with huge-page buffers | %s | %s | %s |' % (size, num(p), num(huge), ratio(p, huge)))
 # counters per message
 lines += ['', '| config | bench | frames/msg | standalone acks/msg | dispatcher CPU us/msg |', '|---|---|---:|---:|---:|']
 acc = {}
