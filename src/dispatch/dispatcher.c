@@ -82,6 +82,8 @@ void pcori_dispatch_kick(void)
 
 /* The ports this thread spin-polls between drive begin and end. */
 static _Thread_local uint32_t driving __attribute__((tls_model("initial-exec")));
+/* The ports it polled before it began (a short wait never begins). */
+static _Thread_local uint32_t drive_polled __attribute__((tls_model("initial-exec")));
 /* Polls since this thread last looked at timers and held-back acks. */
 static _Thread_local uint32_t drive_ticks __attribute__((tls_model("initial-exec")));
 /*
@@ -140,7 +142,9 @@ void pcori_drive_begin(pcori_req_t *r)
 
 static int drive_poll(pcori_req_t *r)
 {
-	uint32_t mask = driving ? driving : drive_mask(r);
+	uint32_t mask = driving;
+	if (!mask)
+		drive_polled = mask = drive_mask(r);
 	int n = 0;
 	for (int i = 0; i < pcori_net.nports; i++) {
 		pcori_port_t *p = pcori_net.ports[i];
@@ -166,17 +170,20 @@ void pcori_drive_end(uint64_t now)
 		drive_clock = pcori_now_ns();
 		drive_clock_age = 0;
 	}
+	uint32_t stamp = driving | drive_polled;
 	for (int i = 0; i < pcori_net.nports; i++) {
-		if (!(driving & (1u << i)))
+		if (!(stamp & (1u << i)))
 			continue;
 		pcori_port_t *p = pcori_net.ports[i];
 		/* The grace period runs from here (stamped before the count
 		 * drops, so a dispatcher never sees neither). */
 		atomic_store_explicit(&p->drive_ns, drive_clock,
 				      memory_order_relaxed);
-		atomic_fetch_sub(&p->drivers, 1);
+		if (driving & (1u << i))
+			atomic_fetch_sub(&p->drivers, 1);
 	}
 	driving = 0;
+	drive_polled = 0;
 }
 
 /*

@@ -24,14 +24,22 @@
 
 #define ACK_EVERY 32u /* messages before an ack must go */
 
-/* Written under rx_lock only, so no locked add is needed. */
-static inline void nacks_add(pcori_peer_t *peer, int delta)
+/*
+ * A peer's counts of streams owing acks and streams with gaps are written
+ * under its rx_lock only and read without it: a store, not a locked add.
+ */
+static inline void count_add(pcori_peer_t *peer, _Atomic int *count,
+			     int delta)
 {
 	PCORI_ASSERT_LOCKED(&peer->rx_lock);
 	atomic_store_explicit(
-	    &peer->nacks,
-	    atomic_load_explicit(&peer->nacks, memory_order_relaxed) + delta,
+	    count, atomic_load_explicit(count, memory_order_relaxed) + delta,
 	    memory_order_relaxed);
+}
+
+static inline void nacks_add(pcori_peer_t *peer, int delta)
+{
+	count_add(peer, &peer->nacks, delta);
 }
 
 /*
@@ -249,10 +257,7 @@ void pcori_gap_watch(pcori_peer_t *peer, pcori_rxstream_t *rs, uint32_t want)
 	rs->reasks = 0;
 	if (pcori_list_empty(&rs->gap_link)) {
 		pcori_list_push_back(&peer->gaps, &rs->gap_link);
-		atomic_store_explicit(
-		    &peer->ngaps,
-		    atomic_load_explicit(&peer->ngaps, memory_order_relaxed) + 1,
-		    memory_order_relaxed);
+		count_add(peer, &peer->ngaps, 1);
 		atomic_fetch_add(&pcori_net.gaps_pending, 1);
 	}
 }
@@ -261,10 +266,7 @@ static void gap_unwatch(pcori_peer_t *peer, pcori_rxstream_t *rs)
 {
 	pcori_list_remove(&rs->gap_link);
 	pcori_list_init(&rs->gap_link);
-	atomic_store_explicit(
-	    &peer->ngaps,
-	    atomic_load_explicit(&peer->ngaps, memory_order_relaxed) - 1,
-	    memory_order_relaxed);
+	count_add(peer, &peer->ngaps, -1);
 	atomic_fetch_sub(&pcori_net.gaps_pending, 1);
 }
 
