@@ -422,17 +422,14 @@ static void drive_until(pcori_req_t *r, uint32_t gen,
 			uint64_t deadline)
 {
 	uint64_t now = 0, end = 0, yield_at = 0;
+	d->begin(r);
 	for (unsigned i = 1; req_pending(r, gen); i++) {
 		d->poll(r);
 		if ((i % DRIVE_CLOCK_POLLS) == 0) {
 			now = pcori_now_ns();
 			if (i == DRIVE_CLOCK_POLLS) {
-				/*
-				 * Counted as a driver only now: most waits end
-				 * within these polls, and the count is two
-				 * locked operations on a shared line.
-				 */
-				d->begin(r);
+				/* Most waits end within these polls. */
+				d->count();
 				end = spin_ns > 0 ? now + (uint64_t)spin_ns
 						  : now;
 				if (end > deadline)
