@@ -744,13 +744,9 @@ typedef struct pcori_drive_ops {
 	 * begin/end bracket a spin on r (one at a time per thread); poll is
 	 * one round of progress on the ports r's message can come through
 	 * (its peer's port; every port for a wildcard or local request).
-	 * count makes the spin known to those ports' dispatchers (two
-	 * locked operations per port: a spin that ends within its first
-	 * polls does without).  end takes the clock if the caller read it
-	 * (0: it did not).
+	 * end takes the clock if the caller read it (0: it did not).
 	 */
 	void (*begin)(pcori_req_t *r);
-	void (*count)(void);
 	int (*poll)(pcori_req_t *r);
 	void (*end)(uint64_t now);
 	/*

@@ -428,8 +428,6 @@ static void drive_until(pcori_req_t *r, uint32_t gen,
 		if ((i % DRIVE_CLOCK_POLLS) == 0) {
 			now = pcori_now_ns();
 			if (i == DRIVE_CLOCK_POLLS) {
-				/* Most waits end within these polls. */
-				d->count();
 				end = spin_ns > 0 ? now + (uint64_t)spin_ns
 						  : now;
 				if (end > deadline)

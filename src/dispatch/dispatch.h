@@ -443,7 +443,6 @@ void pcori_dispatch_kick(void);
 int pcori_progress(void);
 /* Waiting in finalize: this thread polls every port (see drive ops). */
 void pcori_drive_begin(pcori_req_t *r);
-void pcori_drive_count(void);
 void pcori_drive_end(uint64_t now);
 /*
  * Wait until try_fn(arg) returns true or the clock passes deadline (ns),

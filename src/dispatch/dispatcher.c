@@ -81,8 +81,6 @@ void pcori_dispatch_kick(void)
 /* ---------------------------------------------------------- driving */
 
 /* The ports this thread spin-polls between drive begin and end. */
-static _Thread_local uint32_t drive_ports __attribute__((tls_model("initial-exec")));
-/* Those it is counted on as a driver (from pcori_drive_count on). */
 static _Thread_local uint32_t driving __attribute__((tls_model("initial-exec")));
 /* Polls since this thread last looked at timers and held-back acks. */
 static _Thread_local uint32_t drive_ticks __attribute__((tls_model("initial-exec")));
@@ -121,13 +119,8 @@ static _Thread_local uint32_t drive_clock_age __attribute__((tls_model("initial-
 
 void pcori_drive_begin(pcori_req_t *r)
 {
-	drive_ports = drive_mask(r);
-}
-
-void pcori_drive_count(void)
-{
-	uint32_t mask = drive_ports & ~driving;
-	driving |= mask;
+	uint32_t mask = drive_mask(r);
+	driving = mask;
 	for (int i = 0; i < pcori_net.nports; i++) {
 		if (!(mask & (1u << i)))
 			continue;
@@ -147,7 +140,7 @@ void pcori_drive_count(void)
 
 static int drive_poll(pcori_req_t *r)
 {
-	uint32_t mask = drive_ports ? drive_ports : drive_mask(r);
+	uint32_t mask = driving ? driving : drive_mask(r);
 	int n = 0;
 	for (int i = 0; i < pcori_net.nports; i++) {
 		pcori_port_t *p = pcori_net.ports[i];
@@ -174,18 +167,16 @@ void pcori_drive_end(uint64_t now)
 		drive_clock_age = 0;
 	}
 	for (int i = 0; i < pcori_net.nports; i++) {
-		if (!(drive_ports & (1u << i)))
+		if (!(driving & (1u << i)))
 			continue;
 		pcori_port_t *p = pcori_net.ports[i];
 		/* The grace period runs from here (stamped before the count
 		 * drops, so a dispatcher never sees neither). */
 		atomic_store_explicit(&p->drive_ns, drive_clock,
 				      memory_order_relaxed);
-		if (driving & (1u << i))
-			atomic_fetch_sub(&p->drivers, 1);
+		atomic_fetch_sub(&p->drivers, 1);
 	}
 	driving = 0;
-	drive_ports = 0;
 }
 
 /*
@@ -230,7 +221,7 @@ static bool drive_spin(pcori_req_t *r, pcori_port_t *p, uint32_t pending,
 	    now + (uint64_t)pcori_net.spin_ns < end)
 		end = now + (uint64_t)pcori_net.spin_ns;
 	uint64_t yield_at = now + SPIN_YIELD_NS;
-	drive_ports = 1u << p->index; /* polled, not counted: the sleeper */
+	driving = 1u << p->index;
 	for (unsigned i = 1; (atomic_load_explicit(&r->state,
 						  memory_order_acquire) &
 			      ~PCORI_WAIT_SLEEPER) == pending;
@@ -247,7 +238,7 @@ static bool drive_spin(pcori_req_t *r, pcori_port_t *p, uint32_t pending,
 			yield_at = now + SPIN_YIELD_NS;
 		}
 	}
-	drive_ports = 0;
+	driving = 0;
 	atomic_store_explicit(&p->sleeper_ns, pcori_now_ns(),
 			      memory_order_relaxed);
 	atomic_store(&p->sleeper, 0);
@@ -322,7 +313,6 @@ bool pcori_drive_until(bool (*try_fn)(void *), void *arg,
 	bool ok = false;
 	/* Spin on every port: what we wait for may come through any. */
 	pcori_drive_begin(NULL);
-	pcori_drive_count();
 	for (unsigned i = 1; !(ok = try_fn(arg)); i++) {
 		drive_poll(NULL);
 		if ((i & 15) == 0) {
@@ -353,7 +343,6 @@ bool pcori_drive_until(bool (*try_fn)(void *), void *arg,
 
 static const pcori_drive_ops_t drive_ops = {
 	.begin = pcori_drive_begin,
-	.count = pcori_drive_count,
 	.poll = drive_poll,
 	.end = pcori_drive_end,
 	.sleep = drive_sleep,
@@ -657,8 +646,6 @@ void pcori_net_quiesce(void)
 	size_t left;
 	while ((left = unsettled()) && pcori_now_ns() < end) {
 		pcori_drive_begin(NULL);
-		pcori_drive_count();
-	pcori_drive_count();
 		for (int i = 0; i < 1000; i++) {
 			pcori_acks_flush(true);
 			pcori_progress();
