@@ -7,6 +7,9 @@
  *   dma coalesce  with a 64 MiB reservation: exhaustion, splitting and
  *                 merging of free spans with either neighbour or both
  *   dma threads   concurrent alloc/free, and two threads freeing one block
+ *   dma pages     blocks of 64 KiB and more are advised into huge pages,
+ *                 smaller ones are not, also on a chunk a span had before
+ *                 (read from the mapping's VmFlags in /proc/self/smaps)
  */
 #include "core/core.h"
 
@@ -352,6 +355,80 @@ static void case_threads(void)
 	CHECK_OK(pcor_finalize());
 }
 
+/*
+ * The madvise flags of the mapping holding p: 'h' huge (hg), 'n' no huge
+ * (nh), '-' neither.
+ */
+static char page_advice(const void *p)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	CHECK(f != NULL);
+	char line[512];
+	bool in = false;
+	char found = 0;
+	uintptr_t a = (uintptr_t)p;
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) { /* a mapping */
+			in = a >= lo && a < hi;
+			continue;
+		}
+		if (in && !strncmp(line, "VmFlags:", 8))
+			found = strstr(line, " hg") ? 'h'
+				: strstr(line, " nh") ? 'n'
+						      : '-';
+	}
+	fclose(f);
+	CHECK(found != 0);
+	return found;
+}
+
+static void case_pages(void)
+{
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+	char mode[128] = "";
+	if (f) {
+		if (!fgets(mode, sizeof(mode), f))
+			mode[0] = '\0';
+		fclose(f);
+	}
+	if (!f || strstr(mode, "[never]")) {
+		printf("no transparent huge pages here: skipped\n");
+		exit(77);
+	}
+	CHECK_OK(pcor_init(NULL, NULL));
+	void *big = alloc_ok(MiB), *span = alloc_ok(6 * MiB);
+	CHECK(page_advice(big) == 'h');
+	CHECK(page_advice(span) == 'h');
+	CHECK(page_advice((char *)span + 6 * MiB - 1) == 'h');
+	void *small = alloc_ok(256);
+	CHECK(page_advice(small) != 'h');
+	/*
+	 * The span's chunks go back to the free list; a slab of a small class
+	 * made on one of them must leave huge pages.  32 KiB blocks until one
+	 * lands there (a slab holds 128; bounded).
+	 */
+	char *lo = span, *hi = lo + 6 * MiB;
+	CHECK_OK(pcor_dma_free(span));
+	enum { MAXB = 1024 };
+	static void *blk[MAXB];
+	int n = 0;
+	char *on = NULL;
+	while (n < MAXB && !on) {
+		char *b = alloc_ok(32 << 10);
+		blk[n++] = b;
+		if (b >= lo && b < hi)
+			on = b;
+	}
+	CHECK(on != NULL);
+	CHECK(page_advice(on) == 'n');
+	while (n--)
+		CHECK_OK(pcor_dma_free(blk[n]));
+	CHECK_OK(pcor_dma_free(small));
+	CHECK_OK(pcor_dma_free(big));
+	CHECK_OK(pcor_finalize());
+}
+
 int main(int argc, char **argv)
 {
 	CHECK(argc == 2);
@@ -361,6 +438,8 @@ int main(int argc, char **argv)
 		case_coalesce();
 	else if (!strcmp(argv[1], "threads"))
 		case_threads();
+	else if (!strcmp(argv[1], "pages"))
+		case_pages();
 	else
 		CHECK(!"unknown case");
 	return 0;
