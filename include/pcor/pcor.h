@@ -206,7 +206,8 @@ PCOR_API int pcor_thread_detach(void);
  * pcor_dma_free or handed over with PCOR_SEND_HANDOVER.  size may be 0.
  * Blocks of 64 KiB and more are backed by transparent huge pages where the
  * kernel offers them (a peer on the same host reads them several times
- * faster); memory is committed as it is first touched.  Thread-safe.
+ * faster); their memory is then committed 2 MiB at a time as it is first
+ * touched.  Thread-safe.
  *
  * Returns PCOR_OK; PCOR_ERR_INVAL (buf_p NULL); PCOR_ERR_BADSIZE (larger
  * than the DMA reservation); PCOR_ERR_NOMEM.
