@@ -1251,6 +1251,13 @@ static int run_badhdr(void)
 		for (size_t i = 0; i < PCORI_ARRAY_LEN(mut); i++) {
 			memcpy(bad, good, sizeof(good));
 			bad[mut[i].off] = (uint8_t)mut[i].val;
+			/*
+			 * The job key is random: its byte may already hold the
+			 * value, and an unchanged frame is a good one (seq 0,
+			 * taking the place of the real first message).
+			 */
+			if (bad[mut[i].off] == good[mut[i].off])
+				bad[mut[i].off] ^= 0xff;
 			struct iovec iov = {bad, mut[i].len};
 			/* The port frees a control context at completion. */
 			pcori_ctx_t *ctx = malloc(sizeof(*ctx));
