@@ -6,11 +6,12 @@
  *   mpirun -n 2 mpi_p2p lat|bw|mr [-T] [-H] [-m MIN:MAX] [-i ITERS]
  *                       [-x WARMUP] [-w WINDOW] [-t LABEL]
  *
- * lat  ping-pong, one-way latency = round trip / 2 (us); receives are
- *      posted before the matching send is made, as in pcor_lat.  Per
- *      size the mean ("latency"), then the median ("lat-p50") and the
- *      99th percentile ("lat-p99") of the single round trips, halved,
- *      timed as pcor_lat times them (iteration start to iteration start).
+ * lat  ping-pong, one-way latency = round trip / 2 (us), osu_latency's
+ *      iteration (rank 0 MPI_Send then MPI_Recv, rank 1 the reverse),
+ *      as in pcor_lat.  Per size the mean ("latency", from a loop with
+ *      no clock read inside), then the median ("lat-p50") and the 99th
+ *      percentile ("lat-p99") of the single round trips of a second
+ *      loop, halved, timed as pcor_lat times them.
  * bw   windows of 64 MPI_Isend from rank 0, 64 MPI_Irecv on rank 1, a
  *      4-byte ack per window; MB/s (10^6 bytes/s) of payload.
  * mr   the bw pattern with 1-byte messages; messages per second.
@@ -61,43 +62,37 @@ static long mb_iters_for(size_t size, long base)
 	return n < 10 ? 10 : n;
 }
 
-/* Mean one-way latency (us); rtt gets the iters round trips (s). */
+/* One osu_latency iteration: a round trip started by rank 0. */
+static void mb_round_trip(int me, size_t size, char *sbuf, char *rbuf)
+{
+	int peer = 1 - me;
+	if (me == 0)
+		MPI_Send(sbuf, (int)size, MPI_CHAR, peer, 2, MPI_COMM_WORLD);
+	MPI_Recv(rbuf, (int)size, MPI_CHAR, peer, 2, MPI_COMM_WORLD,
+		 MPI_STATUS_IGNORE);
+	if (me == 1)
+		MPI_Send(sbuf, (int)size, MPI_CHAR, peer, 2, MPI_COMM_WORLD);
+}
+
+/*
+ * Mean one-way latency (us) of iters round trips timed as one; rtt gets
+ * as many more, each timed on its own (s).
+ */
 static double mb_lat(int me, size_t size, long iters, long warm, char *sbuf,
 		     char *rbuf, double *rtt)
 {
-	int peer = 1 - me;
-	MPI_Request r;
-	double t0 = 0, prev = 0;
 	MPI_Barrier(MPI_COMM_WORLD);
-	MPI_Irecv(rbuf, (int)size, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &r);
-	for (long i = 0; i < iters + warm; i++) {
-		if (i >= warm) {
-			double t = MPI_Wtime();
-			if (i == warm)
-				t0 = t;
-			else
-				rtt[i - warm - 1] = t - prev;
-			prev = t;
-		}
-		int more = i + 1 < iters + warm;
-		if (me == 0) {
-			MPI_Send(sbuf, (int)size, MPI_CHAR, peer, 2,
-				 MPI_COMM_WORLD);
-			MPI_Wait(&r, MPI_STATUS_IGNORE);
-			if (more)
-				MPI_Irecv(rbuf, (int)size, MPI_CHAR, peer, 2,
-					  MPI_COMM_WORLD, &r);
-		} else {
-			MPI_Wait(&r, MPI_STATUS_IGNORE);
-			if (more)
-				MPI_Irecv(rbuf, (int)size, MPI_CHAR, peer, 2,
-					  MPI_COMM_WORLD, &r);
-			MPI_Send(sbuf, (int)size, MPI_CHAR, peer, 2,
-				 MPI_COMM_WORLD);
-		}
-	}
+	for (long i = 0; i < warm; i++)
+		mb_round_trip(me, size, sbuf, rbuf);
+	double t0 = MPI_Wtime();
+	for (long i = 0; i < iters; i++)
+		mb_round_trip(me, size, sbuf, rbuf);
 	double t1 = MPI_Wtime();
-	rtt[iters - 1] = t1 - prev;
+	for (long i = 0; i < iters; i++) {
+		double t = MPI_Wtime();
+		mb_round_trip(me, size, sbuf, rbuf);
+		rtt[i] = MPI_Wtime() - t;
+	}
 	return (t1 - t0) * 1e6 / (2.0 * (double)iters);
 }
 

@@ -239,7 +239,6 @@ typedef struct pcori_rndv {
 	_Atomic bool idle;      /* no longer counted in port->busy */
 	int status;
 	bool readable;          /* pulled by reads (else streamed) */
-	bool dma;               /* recvDMA: own_dma goes to the receiver */
 	bool ours;              /* the data lands in own_dma (recvDMA, or a
 				   recvCopy's block on a reads_may_hang port) */
 	pcori_reasm_t reasm;    /* streaming windows */

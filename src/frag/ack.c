@@ -115,7 +115,7 @@ void pcori_fast_ack(const pcori_port_t *port, pcori_peer_t *peer,
 }
 
 /* Take one due ack of the peer's to ride along.  Stream lock held. */
-bool pcori_piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
+bool pcori_piggyback(pcori_peer_t *peer, uint64_t *cookie_p)
 {
 	if (!atomic_load_explicit(&peer->nacks, memory_order_relaxed) ||
 	    !pcori_trylock(&peer->rx_lock))
@@ -132,8 +132,7 @@ bool pcori_piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
 		rs->ack_due_ns = 0;
 		rs->acked = upto;
 		rs->unacked = 0;
-		h->flags |= PCORI_WF_HAS_ACK;
-		h->cookie = (uint64_t)(uint32_t)rs->thid << 32 | upto;
+		*cookie_p = (uint64_t)(uint32_t)rs->thid << 32 | upto;
 		got = true;
 	}
 	pcori_unlock(&peer->rx_lock);
@@ -145,11 +144,11 @@ bool pcori_piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h)
  * that stream would never be acknowledged (acks are cumulative: should
  * it go twice, the second is harmless).  Stream lock held.
  */
-void pcori_piggyback_undo(pcori_peer_t *peer, const pcori_wire_hdr_t *h)
+void pcori_piggyback_undo(pcori_peer_t *peer, uint32_t flags, uint64_t cookie)
 {
-	if (!(h->flags & PCORI_WF_HAS_ACK))
+	if (!(flags & PCORI_WF_HAS_ACK))
 		return;
-	uint32_t thid = (uint32_t)(h->cookie >> 32);
+	uint32_t thid = (uint32_t)(cookie >> 32);
 	pcori_lock(&peer->rx_lock);
 	pcori_rxstream_t *rs =
 	    thid < (uint32_t)pcori_rt.max_threads ? peer->rx[thid] : NULL;

@@ -178,10 +178,13 @@ void pcori_fast_ack(const pcori_port_t *port, pcori_peer_t *peer,
  * held.
  */
 void pcori_gap_watch(pcori_peer_t *peer, pcori_rxstream_t *rs, uint32_t want);
-/* Put one due ack of peer's on h.  Stream lock held. */
-bool pcori_piggyback(pcori_peer_t *peer, pcori_wire_hdr_t *h);
-/* h did not leave: its ack is due again.  Stream lock held. */
-void pcori_piggyback_undo(pcori_peer_t *peer, const pcori_wire_hdr_t *h);
+/*
+ * Take one due ack of peer's to ride on a message: true with its cookie
+ * (the message then carries PCORI_WF_HAS_ACK).  Stream lock held.
+ */
+bool pcori_piggyback(pcori_peer_t *peer, uint64_t *cookie_p);
+/* A message (flags, cookie) did not leave: its ack is due again. */
+void pcori_piggyback_undo(pcori_peer_t *peer, uint32_t flags, uint64_t cookie);
 /* Put ts on the timer list if it is not there.  Stream lock held. */
 void pcori_timer_list(pcori_txstream_t *ts);
 /* A round-trip sample of ts (r ns).  Stream lock held. */

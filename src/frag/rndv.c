@@ -192,7 +192,7 @@ void pcori_rndv_complete(pcori_rndv_t *v, int status, bool tell)
 		unwatch(v);
 	}
 	void *block = NULL;
-	if (status == PCOR_OK && v->dma) {
+	if (status == PCOR_OK && v->req->kind == PCORI_REQ_RECV_DMA) {
 		block = v->own_dma;
 		v->own_dma = NULL;
 	} else if (status == PCOR_OK && v->ours) {
@@ -248,7 +248,6 @@ pcori_rndv_t *pcori_rndv_new(pcori_req_t *r, pcori_peer_t *peer,
 	v->size = size;
 	v->raddr = rts->addr;
 	v->rkey = rts->key;
-	v->dma = r->kind == PCORI_REQ_RECV_DMA;
 	v->readable = (rts->flags & PCORI_RTS_READABLE) && rt->hops == 1 &&
 		      rt->port->can_read && !pcori_net.force_stream;
 	pcori_reasm_init(&v->reasm, nfrags);

@@ -464,14 +464,15 @@ out:
  * false: not that case, and nothing was changed; rx_data takes it.
  */
 static bool rx_fast(const pcori_port_t *port, pcori_peer_t *peer,
-		    const pcori_wire_hdr_t *h, const uint8_t *payload)
+		    const pcori_fast_hdr_t *f, const uint8_t *payload,
+		    size_t size)
 {
-	pcori_mkey_t k = {h->src_pid, h->src_thid, h->dst_thid, h->tag, h->ctx};
-	pcori_mq_t *mq = &pcori_msg.mqs[h->dst_thid];
+	pcori_mkey_t k = {peer->pid, f->src_thid, f->dst_thid, f->tag, f->ctx};
+	pcori_mq_t *mq = &pcori_msg.mqs[f->dst_thid];
 	pcori_lock(&peer->rx_lock);
-	pcori_rxstream_t *rs = peer->rx[h->src_thid];
+	pcori_rxstream_t *rs = peer->rx[f->src_thid];
 	if (PCORI_UNLIKELY(!rs || rs->active || rs->refused || rs->nheld ||
-			   h->seq != rs->expected)) {
+			   f->seq != rs->expected)) {
 		pcori_unlock(&peer->rx_lock);
 		return false;
 	}
@@ -485,14 +486,14 @@ static bool rx_fast(const pcori_port_t *port, pcori_peer_t *peer,
 	rs->expected++;
 	rs->unacked++;
 	pcori_fast_ack(port, peer, rs);
-	size_t size = h->frag_len;
 	int st = PCOR_OK;
 	void *blk = NULL;
 	if (r->kind == PCORI_REQ_RECV_COPY) {
 		if (r->buf)
-			memcpy(r->buf, payload, PCORI_MIN(size, r->len));
+			pcori_copy_short(r->buf, payload,
+					 PCORI_MIN(size, r->len));
 	} else if (size && pcori_dma_alloc(size, &blk) == PCOR_OK) {
-		memcpy(blk, payload, size);
+		pcori_copy_short(blk, payload, size);
 	} else if (size) {
 		st = PCOR_ERR_NOMEM;
 	}
@@ -505,9 +506,9 @@ static bool rx_fast(const pcori_port_t *port, pcori_peer_t *peer,
 	pcori_recv_finish(r, &k, size, blk, st, &d);
 	pcori_unlock(&peer->rx_lock);
 	pcori_run_deferred(&d);
-	if (h->flags & PCORI_WF_HAS_ACK)
-		pcori_on_ack(peer, (int32_t)(h->cookie >> 32),
-			     (uint32_t)h->cookie);
+	if (f->flags & PCORI_WF_HAS_ACK)
+		pcori_on_ack(peer, (int32_t)(f->cookie >> 32),
+			     (uint32_t)f->cookie);
 	return true;
 }
 
@@ -641,12 +642,60 @@ bool pcori_port_recv(pcori_port_t *port, const void *msg, size_t len)
 	    port, &h, (const uint8_t *)msg + PCORI_WIRE_HDR_SIZE, msg, len);
 }
 
-bool pcori_port_recv_hdr(pcori_port_t *port, const pcori_wire_hdr_t *h,
-			 const void *payload)
+/* rx_fast for a fast message that came as a whole frame. */
+static bool rx_fast_frame(const pcori_port_t *port, pcori_peer_t *peer,
+			  const pcori_wire_hdr_t *h, const uint8_t *payload)
 {
+	const pcori_fast_hdr_t f = {
+	    .src_thid = h->src_thid,
+	    .dst_thid = h->dst_thid,
+	    .tag = h->tag,
+	    .ctx = h->ctx,
+	    .seq = h->seq,
+	    .flags = h->flags,
+	    .cookie = h->cookie,
+	};
+	return rx_fast(port, peer, &f, payload, h->frag_len);
+}
+
+/* Is peer one whose messages are taken?  (A lost one's are dropped.) */
+static pcori_peer_t *rx_peer(int pid)
+{
+	pcori_peer_t *peer = pcori_peer_get(pid);
+	if (!peer || atomic_load_explicit(&peer->state, memory_order_acquire) ==
+			 PCORI_PEER_LOST)
+		return NULL;
+	if (PCORI_UNLIKELY(!pcori_peer_route(peer)) && pcori_peer_ready(peer))
+		return NULL;
+	return peer;
+}
+
+int pcori_port_recv_fast(pcori_port_t *port, int src_pid,
+			 const pcori_fast_hdr_t *f, const void *payload,
+			 size_t len)
+{
+	/* What pcori_wire_decode checks of a frame, for these fields. */
+	uint32_t max = (uint32_t)pcori_rt.max_threads;
+	if (PCORI_UNLIKELY((uint32_t)f->src_thid >= max ||
+			   (uint32_t)f->dst_thid >= max || f->tag < 0 ||
+			   (f->flags & ~(PCORI_WF_FAST | PCORI_WF_HAS_ACK)) ||
+			   !(f->flags & PCORI_WF_FAST) ||
+			   len > pcori_net.frag_size))
+		return -1;
 	if (PCORI_UNLIKELY(test_drop(port)))
-		return true;
-	return recv_decoded(port, h, payload, NULL, 0);
+		return 1;
+	pcori_peer_t *peer = rx_peer(src_pid);
+	if (!peer)
+		return 1;
+	if (port->lossless && rx_fast(port, peer, f, payload, len))
+		return 1;
+	/* Not the common case: the full path, with the frame it stands for. */
+	pcori_wire_hdr_t h = pcori_fast_wire(f, src_pid, pcori_rt.pid, len,
+					     pcori_net.lim.key_check);
+	if (!rx_data(port, peer, &h, payload))
+		return 0;
+	replay(port, peer, h.src_thid);
+	return 1;
 }
 
 /* msg/len: the whole frame as it came, if it did (forwarding needs it). */
@@ -658,11 +707,8 @@ static bool recv_decoded(pcori_port_t *port, const pcori_wire_hdr_t *h,
 			pcori_forward(port, msg, len, h);
 		return true;
 	}
-	pcori_peer_t *peer = pcori_peer_get(h->src_pid);
-	if (!peer || atomic_load_explicit(&peer->state, memory_order_acquire) ==
-			 PCORI_PEER_LOST)
-		return true;
-	if (PCORI_UNLIKELY(!pcori_peer_route(peer)) && pcori_peer_ready(peer))
+	pcori_peer_t *peer = rx_peer(h->src_pid);
+	if (!peer)
 		return true;
 	switch (h->type) {
 	case PCORI_W_DATA:
@@ -670,7 +716,7 @@ static bool recv_decoded(pcori_port_t *port, const pcori_wire_hdr_t *h,
 			pcori_rx_stream(port, peer, h, payload);
 		} else if ((h->flags & PCORI_WF_FAST) && port->lossless &&
 			   h->frag_count == 1 &&
-			   rx_fast(port, peer, h, payload)) {
+			   rx_fast_frame(port, peer, h, payload)) {
 			break;
 		} else {
 			if (!rx_data(port, peer, h, payload))

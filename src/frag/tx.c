@@ -298,7 +298,8 @@ int pcori_txm_post(pcori_txmsg_t *m)
 		h.frag_idx = i;
 		h.frag_len = (uint32_t)flen;
 		if (i == 0) {
-			pcori_piggyback(peer, &h);
+			if (pcori_piggyback(peer, &h.cookie))
+				h.flags |= PCORI_WF_HAS_ACK;
 			if (m->ts->resync)
 				h.flags |= PCORI_WF_RESYNC;
 		}
@@ -326,7 +327,7 @@ int pcori_txm_post(pcori_txmsg_t *m)
 	posted:
 		if (rc) {
 			if (i == 0)
-				pcori_piggyback_undo(peer, &h);
+				pcori_piggyback_undo(peer, h.flags, h.cookie);
 			return rc;
 		}
 		m->window = (uint16_t)(i + 1);
@@ -427,25 +428,24 @@ static int fast_send(pcori_txstream_t *ts, const pcori_route_t *rt,
 		pcori_list_empty(&ts->sent) && pcori_list_empty(&ts->waiting) &&
 		!atomic_load_explicit(&ts->resume_ns, memory_order_relaxed) &&
 		!ts->resync && ts->next_seq - ts->acked < PCORI_FAST_WINDOW)) {
-		pcori_wire_hdr_t h;
-		pcori_hdr_init(&h, PCORI_W_DATA, ts->peer->pid);
-		h.flags = PCORI_WF_FAST;
-		h.src_thid = ts->thid;
-		h.dst_thid = thid;
-		h.tag = tag;
-		h.ctx = ctx;
-		h.seq = ts->next_seq;
-		h.total_size = len;
-		h.frag_count = 1;
-		h.frag_len = (uint32_t)len;
-		pcori_piggyback(ts->peer, &h);
-		rc = p->ops->inject_hdr(p, rt->dest, &h, buf);
+		pcori_fast_hdr_t f = {
+		    .src_thid = ts->thid,
+		    .dst_thid = thid,
+		    .tag = tag,
+		    .ctx = ctx,
+		    .seq = ts->next_seq,
+		    .flags = PCORI_WF_FAST,
+		};
+		if (pcori_piggyback(ts->peer, &f.cookie))
+			f.flags |= PCORI_WF_HAS_ACK;
+		rc = p->ops->inject_fast(p, rt->dest, ts->peer->pid, &f, buf,
+					 len);
 		if (PCORI_LIKELY(rc == PCOR_OK)) {
 			ts->next_seq++;
 			atomic_fetch_add_explicit(&p->st.tx, 1,
 						  memory_order_relaxed);
 		} else {
-			pcori_piggyback_undo(ts->peer, &h);
+			pcori_piggyback_undo(ts->peer, f.flags, f.cookie);
 		}
 	}
 	pcori_unlock(&ts->lock);

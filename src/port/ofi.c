@@ -218,16 +218,19 @@ static int ofi_inject(pcori_port_t *bp, uint64_t dest, const void *buf,
  * A fast-path message: header and payload as one frame, injected (the
  * provider copies it before returning).  Lossless ports only.
  */
-static int ofi_inject_hdr(pcori_port_t *bp, uint64_t dest,
-			  const pcori_wire_hdr_t *h, const void *payload)
+static int ofi_inject_fast(pcori_port_t *bp, uint64_t dest, int dst_pid,
+			   const pcori_fast_hdr_t *f, const void *payload,
+			   size_t plen)
 {
-	size_t len = PCORI_WIRE_HDR_SIZE + h->frag_len;
+	size_t len = PCORI_WIRE_HDR_SIZE + plen;
 	if (len > bp->inject_max || len > OFI_FAST_FRAME)
 		return PCOR_ERR_AGAIN; /* the full path takes it */
+	const pcori_wire_hdr_t h = pcori_fast_wire(
+	    f, pcori_rt.pid, dst_pid, plen, pcori_net.lim.key_check);
 	uint8_t frame[OFI_FAST_FRAME];
-	pcori_wire_encode(h, frame);
-	if (h->frag_len)
-		memcpy(frame + PCORI_WIRE_HDR_SIZE, payload, h->frag_len);
+	pcori_wire_encode(&h, frame);
+	if (plen)
+		memcpy(frame + PCORI_WIRE_HDR_SIZE, payload, plen);
 	return ofi_inject(bp, dest, frame, len);
 }
 
@@ -463,7 +466,7 @@ static const pcori_port_ops_t ofi_ops = {
 	.insert_addr = ofi_insert_addr,
 	.sendv = ofi_sendv,
 	.inject = ofi_inject,
-	.inject_hdr = ofi_inject_hdr,
+	.inject_fast = ofi_inject_fast,
 	.read = ofi_read,
 	.expose = ofi_expose,
 	.unexpose = ofi_unexpose,

@@ -47,6 +47,45 @@ typedef struct pcori_ctx {
 } pcori_ctx_t;
 
 /*
+ * A fast-path message's header fields that vary; the rest follow from
+ * the hop (source and destination processes, job key, one fragment).
+ */
+typedef struct pcori_fast_hdr {
+	int32_t src_thid, dst_thid, tag;
+	uint32_t ctx, seq;
+	uint32_t flags;  /* PCORI_WF_FAST, and PCORI_WF_HAS_ACK for cookie */
+	uint64_t cookie; /* the ack it carries: stream thid << 32 | seq */
+} pcori_fast_hdr_t;
+
+/*
+ * The frame header a fast-path message of len bytes from src_pid to
+ * dst_pid stands for (key_check: the job's, see pcori_wire_limits_t).
+ */
+static inline pcori_wire_hdr_t pcori_fast_wire(const pcori_fast_hdr_t *f,
+					       int src_pid, int dst_pid,
+					       size_t len, uint32_t key_check)
+{
+	return (pcori_wire_hdr_t){
+	    .version = PCORI_WIRE_VERSION,
+	    .type = PCORI_W_DATA,
+	    .flags = (uint8_t)f->flags,
+	    .hops = PCORI_WIRE_MAX_HOPS,
+	    .key_check = key_check,
+	    .src_pid = src_pid,
+	    .src_thid = f->src_thid,
+	    .dst_pid = dst_pid,
+	    .dst_thid = f->dst_thid,
+	    .tag = f->tag,
+	    .ctx = f->ctx,
+	    .seq = f->seq,
+	    .frag_count = 1,
+	    .frag_len = (uint32_t)len,
+	    .total_size = len,
+	    .cookie = f->cookie,
+	};
+}
+
+/*
  * What a port kind provides.  All calls are thread-safe unless noted.
  * Sends may fail with PCOR_ERR_AGAIN (queue full): the caller keeps the
  * message and retries later.
@@ -63,13 +102,15 @@ typedef struct pcori_port_ops {
 	int (*inject)(pcori_port_t *p, uint64_t dest, const void *buf,
 		      size_t len);
 	/*
-	 * Send one fast-path frame, given as its header and h->frag_len
-	 * bytes of payload (reusable on return, no completion).  The kind
-	 * may carry it in a form of its own, smaller than a frame; its
-	 * receiver hands it up with pcori_port_recv_hdr.  Lossless kinds.
+	 * Send a fast-path message of len bytes to process dst_pid at dest
+	 * (payload reusable on return, no completion).  The kind may carry
+	 * it in a form of its own, smaller than a frame; its receiver hands
+	 * it up with pcori_port_recv_fast.  Lossless kinds.
+	 * PCOR_ERR_AGAIN: the full path takes it.
 	 */
-	int (*inject_hdr)(pcori_port_t *p, uint64_t dest,
-			  const pcori_wire_hdr_t *h, const void *payload);
+	int (*inject_fast)(pcori_port_t *p, uint64_t dest, int dst_pid,
+			   const pcori_fast_hdr_t *f, const void *payload,
+			   size_t len);
 	/* Pull len bytes from the peer's (raddr, key) into dst. */
 	int (*read)(pcori_port_t *p, uint64_t src, void *dst, size_t len,
 		    uint64_t raddr, uint64_t key, pcori_ctx_t *ctx);
@@ -187,12 +228,13 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p);
  */
 bool pcori_port_recv(pcori_port_t *p, const void *msg, size_t len);
 /*
- * The same for a frame the port decoded itself from its own form (see
- * inject_hdr): h is checked as pcori_wire_decode would, and the
- * payload is h->frag_len bytes.
+ * The same for a fast-path message from process src_pid that the port
+ * carried in its own form (see inject_fast); f comes from the peer and
+ * is checked here.  1: taken; 0: no room yet, as above; -1: malformed.
  */
-bool pcori_port_recv_hdr(pcori_port_t *p, const pcori_wire_hdr_t *h,
-			 const void *payload);
+int pcori_port_recv_fast(pcori_port_t *p, int src_pid,
+			 const pcori_fast_hdr_t *f, const void *payload,
+			 size_t len);
 void pcori_port_tx_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
 void pcori_port_read_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
 

@@ -503,25 +503,48 @@ static int ring_put(shm_port_t *p, shm_peer_t *d, uint32_t kind,
 }
 
 /*
- * ring_put for a compact record: the fixed parts are copied inline (sizes
- * known here), the payload with one call.
+ * The record's fields are the first ones of the protocol's form, in the
+ * same places: the receiver reads them with one copy.
  */
-static int fast_put(shm_port_t *p, shm_peer_t *d, const pcori_shm_fast_t *f,
-		    const uint64_t *cookie, const void *payload, size_t plen)
+_Static_assert(sizeof(pcori_shm_fast_t) == offsetof(pcori_fast_hdr_t, cookie),
+	       "fast record and fast header differ");
+_Static_assert(offsetof(pcori_shm_fast_t, flags) ==
+		       offsetof(pcori_fast_hdr_t, flags),
+	       "fast record and fast header differ");
+
+/*
+ * One field of a fast header at a time.  The caller has just written it
+ * field by field, and a wider load spanning several of those stores
+ * (what the compiler makes of a struct copy) cannot be forwarded from
+ * them: it waits until they reach the cache, on the critical path.
+ */
+#define FIELD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+/*
+ * ring_put for a compact record: the fixed parts are copied field by
+ * field, a short payload by words.
+ */
+static int fast_put(shm_port_t *p, shm_peer_t *d, const pcori_fast_hdr_t *f,
+		    bool ack, const void *payload, size_t plen)
 {
 	int rc;
-	size_t len = sizeof(*f) + (cookie ? 8 : 0) + plen;
+	size_t len = sizeof(pcori_shm_fast_t) + (ack ? 8 : 0) + plen;
 	uint8_t *dst = ring_begin(d, PCORI_SHM_REC_FAST, len, len, &rc);
 	if (!dst)
 		return rc == PCOR_ERR_AGAIN ? again(p) : rc;
-	memcpy(dst, f, sizeof(*f));
-	dst += sizeof(*f);
-	if (cookie) {
-		memcpy(dst, cookie, 8);
+	pcori_shm_fast_t *rec = (pcori_shm_fast_t *)(void *)dst;
+	rec->src_thid = (uint32_t)FIELD(f->src_thid);
+	rec->dst_thid = (uint32_t)FIELD(f->dst_thid);
+	rec->tag = FIELD(f->tag);
+	rec->ctx = FIELD(f->ctx);
+	rec->seq = FIELD(f->seq);
+	rec->flags = FIELD(f->flags);
+	dst += sizeof(*rec);
+	if (ack) {
+		memcpy(dst, &f->cookie, 8);
 		dst += 8;
 	}
-	if (plen)
-		memcpy(dst, payload, plen);
+	pcori_copy_short(dst, payload, plen);
 	ring_end(d);
 	return PCOR_OK;
 }
@@ -599,32 +622,24 @@ static int shm_inject(pcori_port_t *bp, uint64_t dest, const void *buf,
 }
 
 /*
- * A fast-path message: one compact record when it fits in the ring, else
- * as a whole frame (inline or through cells).  Either way the copy is
- * made before returning.
+ * A fast-path message: one compact record, in the ring when it fits,
+ * else in cells.  Either way the copy is made before returning.
  */
-static int shm_inject_hdr(pcori_port_t *bp, uint64_t dest,
-			  const pcori_wire_hdr_t *h, const void *payload)
+static int shm_inject_fast(pcori_port_t *bp, uint64_t dest, int dst_pid,
+			   const pcori_fast_hdr_t *f, const void *payload,
+			   size_t plen)
 {
 	shm_port_t *p = (shm_port_t *)bp;
 	shm_peer_t *d = (shm_peer_t *)(uintptr_t)dest;
-	const pcori_shm_fast_t f = {
-	    .src_thid = (uint32_t)h->src_thid,
-	    .dst_thid = (uint32_t)h->dst_thid,
-	    .tag = h->tag,
-	    .ctx = h->ctx,
-	    .seq = h->seq,
-	    .flags = h->flags,
-	};
-	bool ack = h->flags & PCORI_WF_HAS_ACK;
-	size_t len = sizeof(f) + (ack ? 8 : 0) + h->frag_len;
+	(void)dst_pid; /* the ring's owner */
+	bool ack = f->flags & PCORI_WF_HAS_ACK;
+	size_t len = sizeof(pcori_shm_fast_t) + (ack ? 8 : 0) + plen;
 	if (PCORI_LIKELY(len <= p->inline_max))
-		return fast_put(p, d, &f, ack ? &h->cookie : NULL, payload,
-				h->frag_len);
-	/* Longer: the same compact form, in cells. */
-	const struct iovec iov[3] = {{(void *)&f, sizeof(f)},
-				     {(void *)&h->cookie, ack ? 8 : 0},
-				     {(void *)payload, h->frag_len}};
+		return fast_put(p, d, f, ack, payload, plen);
+	const struct iovec iov[3] = {
+	    {(void *)f, sizeof(pcori_shm_fast_t)},
+	    {(void *)&f->cookie, ack ? 8 : 0},
+	    {(void *)payload, plen}};
 	return cells_put(p, d, PCORI_SHM_REC_FAST_CELLS, iov, 3, len);
 }
 
@@ -758,7 +773,7 @@ static const pcori_port_ops_t shm_ops = {
     .insert_addr = shm_insert_addr,
     .sendv = shm_sendv,
     .inject = shm_inject,
-    .inject_hdr = shm_inject_hdr,
+    .inject_fast = shm_inject_fast,
     .read = shm_read,
     .expose = shm_expose,
     .unexpose = shm_unexpose,

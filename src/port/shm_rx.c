@@ -85,54 +85,27 @@ int shmp_release_dead(shm_port_t *p)
 }
 
 /*
- * Hand up a fast record from peer d: its header is rebuilt from the
- * compact fields and checked as pcori_wire_decode would check a frame's.
- * Returns what pcori_port_recv_hdr does, or -1 when the record is bad.
+ * Hand up a fast record from peer d (its fields are the protocol's, see
+ * shm_inject_fast).  Returns what pcori_port_recv_fast does.
  */
 static int fast_recv(shm_port_t *p, const shm_peer_t *d,
 		     const pcori_shm_rec_t *rec)
 {
-	pcori_shm_fast_t f;
-	uint64_t cookie = 0;
-	size_t off = sizeof(f);
+	pcori_fast_hdr_t f;
+	size_t off = sizeof(pcori_shm_fast_t);
 	if (rec->len < off)
 		return -1;
-	memcpy(&f, rec->data, sizeof(f)); /* once: the peer may rewrite it */
+	/* Read once, into our own: the peer may rewrite the record. */
+	memcpy(&f, rec->data, sizeof(pcori_shm_fast_t));
+	f.cookie = 0;
 	if (f.flags & PCORI_WF_HAS_ACK) {
 		if (rec->len < off + 8)
 			return -1;
-		memcpy(&cookie, rec->data + off, 8);
+		memcpy(&f.cookie, rec->data + off, 8);
 		off += 8;
 	}
-	uint32_t max = (uint32_t)pcori_rt.max_threads;
-	if (f.src_thid >= max || f.dst_thid >= max || f.tag < 0 ||
-	    (f.flags & ~(PCORI_WF_FAST | PCORI_WF_HAS_ACK)) ||
-	    !(f.flags & PCORI_WF_FAST))
-		return -1;
-	size_t dlen = rec->len - off;
-	const pcori_wire_hdr_t h = {
-	    .version = PCORI_WIRE_VERSION,
-	    .type = PCORI_W_DATA,
-	    .flags = (uint8_t)f.flags,
-	    .hops = PCORI_WIRE_MAX_HOPS,
-	    .key_check = pcori_net.lim.key_check,
-	    .src_pid = d->pid,
-	    .src_thid = (int32_t)f.src_thid,
-	    .dst_pid = pcori_rt.pid,
-	    .dst_thid = (int32_t)f.dst_thid,
-	    .tag = f.tag,
-	    .ctx = f.ctx,
-	    .seq = f.seq,
-	    .frag_count = 1,
-	    .frag_len = (uint32_t)dlen,
-	    .total_size = dlen,
-	    .cookie = cookie,
-	};
-	/* One fragment, as any fast message (a frame this long would not be).
-	 */
-	if (dlen > pcori_net.frag_size)
-		return -1;
-	return pcori_port_recv_hdr(&p->base, &h, rec->data + off);
+	return pcori_port_recv_fast(&p->base, d->pid, &f, rec->data + off,
+				    rec->len - off);
 }
 
 /* --------------------------------------------------------- progress */

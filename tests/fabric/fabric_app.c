@@ -44,6 +44,7 @@
  * Each process prints "<case>: ok" when every check held.
  */
 #include "harness.h"
+#include "member_wait.h"
 #include "dispatch/dispatch.h"
 
 #include <errno.h>
@@ -698,39 +699,9 @@ static int run_kill(void)
 #define LOST_SEED   91
 #define LOST_POISON 0xa5
 
-static pthread_mutex_t lost_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t lost_cv = PTHREAD_COND_INITIALIZER;
-static bool lost_seen;
-
 static uint64_t secs(int s)
 {
 	return (uint64_t)(getenv("FABRIC_SLOW") ? 5 * s : s) * 1000000000u;
-}
-
-/* Called once pcor has failed what involved the process. */
-static void on_member(int pid, pcor_member_event_t ev, void *arg)
-{
-	(void)arg;
-	if (pid != 1 || ev != PCOR_MEMBER_FAILURE)
-		return;
-	pthread_mutex_lock(&lost_mu);
-	lost_seen = true;
-	pthread_cond_signal(&lost_cv);
-	pthread_mutex_unlock(&lost_mu);
-}
-
-static void await_lost(void)
-{
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += (time_t)(secs(10) / 1000000000u);
-	int rc = 0;
-	pthread_mutex_lock(&lost_mu);
-	while (!lost_seen && rc != ETIMEDOUT)
-		rc = pthread_cond_timedwait(&lost_cv, &lost_mu, &until);
-	bool seen = lost_seen;
-	pthread_mutex_unlock(&lost_mu);
-	CHECK(seen);
 }
 
 /*
@@ -897,7 +868,7 @@ static int run_lostrecv(const char *name)
 	}
 	if (me != 0)
 		return 0;
-	CHECK_OK(pcor_member_callback(on_member, NULL));
+	th_watch_failure(1);
 	for (int i = 0; bound && i < pcori_net.nports; i++)
 		pcori_net.ports[i]->reads_may_hang = false;
 	int ospid;
@@ -932,7 +903,7 @@ static int run_lostrecv(const char *name)
 		sched_yield();
 	uint64_t t_kill = pcori_now_ns();
 	CHECK(kill(ospid, SIGKILL) == 0);
-	await_lost();
+	th_await_failure((long)(secs(10) / 1000000000u));
 
 	/*
 	 * A receive whose reads are still with the provider waits for them

@@ -19,6 +19,7 @@
  * Each process prints "<case>: ok" when every check held.
  */
 #include "harness.h"
+#include "member_wait.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -353,36 +354,6 @@ static int run_joined(void)
 
 /* ------------------------------------------------- membership events */
 
-static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t ev_cond = PTHREAD_COND_INITIALIZER;
-static bool b_failed;
-
-static void on_member(int pid, pcor_member_event_t ev, void *arg)
-{
-	(void)arg;
-	if (pid != B || ev != PCOR_MEMBER_FAILURE)
-		return;
-	pthread_mutex_lock(&ev_lock);
-	b_failed = true;
-	pthread_cond_broadcast(&ev_cond);
-	pthread_mutex_unlock(&ev_lock);
-}
-
-/* Wait (at most 60 s) for the news of B's death. */
-static void await_b_failure(void)
-{
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 60;
-	pthread_mutex_lock(&ev_lock);
-	while (!b_failed)
-		if (pthread_cond_timedwait(&ev_cond, &ev_lock, &until))
-			break;
-	bool ok = b_failed;
-	pthread_mutex_unlock(&ev_lock);
-	CHECK(ok);
-}
-
 /* A tells B to die; B may die before its ack is out. */
 static void order_death(void)
 {
@@ -412,7 +383,7 @@ static bool lost(int rc)
 
 static int run_gwkill(void)
 {
-	CHECK_OK(pcor_member_callback(on_member, NULL));
+	th_watch_failure(B);
 	/* Warm up: every pair in use has its route. */
 	if (me == A || me == C)
 		exchange(A, C, 65537, 1);
@@ -452,7 +423,7 @@ static int run_gwkill(void)
 			int rc = pcor_handle_wait(hs[i], 60 * 1000000000ll);
 			CHECK(rc == PCOR_OK || lost(rc));
 		}
-		await_b_failure();
+		th_await_failure(60);
 		/* New sends to C fail too, at once or through the handle. */
 		pcor_handle_t h;
 		int rc = pcor_send_copy(C, 0, TAG_BIG, "y", 1, &h);
@@ -487,7 +458,7 @@ static int run_gwkill(void)
 
 static int run_twogw(void)
 {
-	CHECK_OK(pcor_member_callback(on_member, NULL));
+	th_watch_failure(B);
 	if (me == A || me == C)
 		exchange(A, C, MiB + 1, 1);
 	if (me == A) {
@@ -506,7 +477,7 @@ static int run_twogw(void)
 		 * again on the new route, every sender's order intact.
 		 */
 		order(A, C, 300);
-		await_b_failure();
+		th_await_failure(60);
 		exchange(A, C, 16 * MiB + 1, 30);
 		order(A, C, 1000);
 		order(C, A, 1000);
