@@ -643,15 +643,17 @@ static void rogue_attack(void)
 	CHECK(pcori_shm_layout(&g) == 0 && g.size == size);
 	_Atomic uint64_t *owners = (_Atomic uint64_t *)(seg + g.off_owner);
 	_Atomic uint64_t *heads = (_Atomic uint64_t *)(seg + g.off_head);
-	int mine = -1, spare = -1;
+	int mine = -1, spare = -1, spare2 = -1;
 	for (uint32_t i = 0; i < g.nslots; i++) {
 		uint64_t o = atomic_load(&owners[i]);
 		if (o == (uint64_t)me + 1)
 			mine = (int)i;
 		else if (o == 0 && spare < 0)
 			spare = (int)i;
+		else if (o == 0 && spare2 < 0)
+			spare2 = (int)i;
 	}
-	CHECK(mine >= 0 && spare >= 0);
+	CHECK(mine >= 0 && spare >= 0 && spare2 >= 0);
 	/*
 	 * Where pid 0 reads next in our ring: it has taken all we sent
 	 * (its acks came), so that is the head it published.
@@ -680,6 +682,26 @@ static void rogue_attack(void)
 	uint64_t run = (uint64_t)1 << 32 | 0xfffffff0u;
 	memcpy(ring + 8, &run, 8);
 	w = pcori_shm_hdr_word(0, PCORI_SHM_REC_CELLS, 5000);
+	__atomic_store_n((uint64_t *)(void *)ring, w, __ATOMIC_SEQ_CST);
+	/*
+	 * 4: another slot in pid 1's name, with a fast record well framed
+	 * but for a thread far out of range (its fields index pid 0's
+	 * matching queues, so they must be checked before use).
+	 */
+	CHECK(atomic_exchange(&owners[spare2], 2) == 0);
+	hwm = atomic_load(&h->hwm);
+	while (hwm < (uint32_t)spare2 + 1 &&
+	       !atomic_compare_exchange_weak(&h->hwm, &hwm,
+					     (uint32_t)spare2 + 1))
+		;
+	ring = seg + g.off_ring + (uint64_t)spare2 * g.ring_size;
+	const pcori_shm_fast_t bad = {.dst_thid = 0x40000000u,
+				      .tag = 1,
+				      .flags = PCORI_WF_FAST};
+	memcpy(ring + 8, &bad, sizeof(bad));
+	ring[8 + sizeof(bad)] = 'x';
+	w = pcori_shm_hdr_word(0, PCORI_SHM_REC_FAST,
+			       (uint32_t)sizeof(bad) + 1);
 	__atomic_store_n((uint64_t *)(void *)ring, w, __ATOMIC_SEQ_CST);
 	/* Wake pid 0 should it sleep, as a sender would. */
 	atomic_fetch_add(&h->wake, 1);
@@ -742,9 +764,9 @@ static int run_rogue(void)
 		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
 		/* The garbage was seen (bounded wait: the scan is async). */
 		int64_t end = now_ns() + 30 * SEC;
-		while (atomic_load(&port->st.bad_hdr) < 2 && now_ns() < end)
+		while (atomic_load(&port->st.bad_hdr) < 4 && now_ns() < end)
 			sched_yield();
-		CHECK(atomic_load(&port->st.bad_hdr) >= 2);
+		CHECK(atomic_load(&port->st.bad_hdr) >= 4);
 		/* Still serving pid 1. */
 		talk(1, 32);
 		CHECK_OK(pcor_send_copy(1, 0, 34, NULL, 0, &h));
