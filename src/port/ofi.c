@@ -435,36 +435,6 @@ static void ofi_signal(pcori_port_t *bp)
 }
 
 /*
- * Let the provider take in what is still arriving (the last frames,
- * peers' disconnects) before the endpoint goes, discarding it: nobody
- * reads the port any more.  libfabric 1.17's net provider now and then
- * crashes inside fi_close of the endpoint after a job's peers left;
- * with its queue read first that became rarer (4-process alltoall: 4
- * crashes in 220 runs against 8 in 140), not gone.  Bounded: 20 ms, or
- * three empty polls a millisecond apart.
- */
-static void ofi_quiesce(ofi_port_t *p)
-{
-	struct fi_cq_data_entry ev[OFI_CQ_BATCH];
-	const struct timespec ms = {0, 1000000};
-	uint64_t end = pcori_now_ns() + 20000000u;
-	for (int idle = 0; idle < 3 && pcori_now_ns() < end;) {
-		ssize_t n = fi_cq_read(p->cq, ev, OFI_CQ_BATCH);
-		if (n == -FI_EAVAIL) {
-			struct fi_cq_err_entry e;
-			memset(&e, 0, sizeof(e));
-			n = fi_cq_readerr(p->cq, &e, 0);
-		}
-		if (n > 0) {
-			idle = 0;
-		} else {
-			idle++;
-			nanosleep(&ms, NULL);
-		}
-	}
-}
-
-/*
  * Ports of the net provider left open at finalize (see ofi_close): kept
  * reachable, with their buffers, until the process ends.
  */
@@ -473,8 +443,6 @@ static ofi_port_t *_Atomic kept_open[8];
 static void ofi_close(pcori_port_t *bp)
 {
 	ofi_port_t *p = (ofi_port_t *)bp;
-	if (p->ep && p->cq)
-		ofi_quiesce(p);
 	/*
 	 * libfabric 1.17's net provider crashes now and then inside fi_close
 	 * of an endpoint whose peers have gone (docs/reliability.md).  Such
