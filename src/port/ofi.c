@@ -78,6 +78,7 @@ struct ofi_port {
 	bool multi_recv;
 	bool waitable;   /* the CQ has a file-descriptor wait object */
 	bool av_serial;  /* CQ reads and AV inserts exclude each other */
+	bool keep_open;  /* the net provider's: never closed (ofi_close) */
 	pcori_lock_t av_lock;
 	_Atomic int av_waiters; /* inserts waiting: do not sleep in the CQ */
 	int nrx;
@@ -450,11 +451,7 @@ static void ofi_close(pcori_port_t *bp)
 	 * provider may still write into them); the process's end closes its
 	 * sockets.  A process that initializes again gets a new endpoint.
 	 */
-	const char *prov = p->info && p->info->fabric_attr &&
-				   p->info->fabric_attr->prov_name
-			       ? p->info->fabric_attr->prov_name
-			       : "";
-	if (p->ep && !strcmp(prov, "net")) {
+	if (p->ep && p->keep_open) {
 		for (size_t i = 0; i < PCORI_ARRAY_LEN(kept_open); i++) {
 			ofi_port_t *none = NULL;
 			if (atomic_compare_exchange_strong(&kept_open[i], &none,
@@ -744,6 +741,9 @@ static int open_one(struct fi_info *fi, const char *provider, int index,
 	p->base.can_read = (fi->caps & FI_READ) != 0;
 	p->base.lossless = lossless_provider(provider) &&
 			   !pcori_rt.cfg.drop_every;
+	/* "net" alone or under a utility provider ("net;ofi_rxm"). */
+	p->keep_open = !strncmp(provider, "net", 3) &&
+		       (provider[3] == '\0' || provider[3] == ';');
 	size_t frame = PCORI_MIN(p->base.inject_max, (size_t)OFI_FAST_FRAME);
 	p->base.fast_max = p->base.lossless && frame > PCORI_WIRE_HDR_SIZE
 				   ? frame - PCORI_WIRE_HDR_SIZE
