@@ -98,6 +98,7 @@ int main(int argc, char **argv)
 					pcori_cpu_relax();
 			}
 			memcpy(sink, rec.data, rec.len);
+			pcori_shm_ring_consumed(in, head, next);
 			head = next;
 			atomic_store_explicit(in->head, head,
 					      memory_order_release);

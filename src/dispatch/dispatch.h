@@ -149,6 +149,14 @@ struct pcori_txstream {
 	int32_t thid;
 	uint32_t next_seq;     /* seq of the next new message */
 	uint32_t acked;        /* every seq below it is acknowledged */
+	/*
+	 * Fast-path frames counted here, not in the port's statistics: a
+	 * locked add per message on the critical path, for a figure read at
+	 * finalize.  Added to fast_port's when the port changes and at
+	 * finalize (pcori_txstream_count).
+	 */
+	uint64_t fast_tx;
+	pcori_port_t *fast_port;
 	pcori_list_t sent;     /* posted, not yet acked (seq order) */
 	pcori_list_t waiting;  /* not (re)posted yet (seq order) */
 	pcori_list_t waiting_fin; /* rendezvous acked, data not yet taken */
@@ -172,6 +180,21 @@ struct pcori_txstream {
 	uint32_t stall_heard;  /* peer->heard then */
 	pcori_list_t timer_link; /* in pcori_net.timers while waiting */
 };
+
+/*
+ * Move ts's count of fast-path frames into its port's statistics and
+ * count further ones for port (NULL at finalize).  ts->lock held, or the
+ * stream no longer used.
+ */
+static inline void pcori_txstream_count(pcori_txstream_t *ts,
+					pcori_port_t *port)
+{
+	if (ts->fast_port && ts->fast_tx)
+		atomic_fetch_add_explicit(&ts->fast_port->st.tx, ts->fast_tx,
+					  memory_order_relaxed);
+	ts->fast_tx = 0;
+	ts->fast_port = port;
+}
 
 /* Per (peer thread -> this process): what has arrived. */
 typedef struct pcori_rxstream {
@@ -435,6 +458,11 @@ void pcori_spawn_peer_lost(int pid);
 
 /* Free the peer table (finalize, after dispatchers stopped). */
 void pcori_peers_fini(void);
+/*
+ * Frames port sent so far: its statistics and the fast-path frames its
+ * streams still count (pcori_txstream_count).
+ */
+uint64_t pcori_port_tx_frames(pcori_port_t *port);
 /* Wake the send threads of block mode: timed work was added. */
 void pcori_dispatch_kick(void);
 

@@ -367,6 +367,7 @@ static void peer_free(pcori_peer_t *p)
 	for (int t = 0; t < pcori_rt.max_threads; t++) {
 		pcori_txstream_t *ts = atomic_load(&p->tx[t]);
 		if (ts) {
+			pcori_txstream_count(ts, NULL);
 			pcori_list_t *lists[] = {&ts->sent, &ts->waiting,
 						 &ts->waiting_fin,
 						 &ts->orphans};
@@ -405,6 +406,27 @@ static void peer_free(pcori_peer_t *p)
 	free((void *)p->tx);
 	free(p->rx);
 	free(p);
+}
+
+uint64_t pcori_port_tx_frames(pcori_port_t *port)
+{
+	uint64_t n = atomic_load_explicit(&port->st.tx, memory_order_relaxed);
+	int np = atomic_load_explicit(&pcori_net.npeers, memory_order_acquire);
+	pcori_peer_t **arr =
+	    atomic_load_explicit(&pcori_net.peers, memory_order_acquire);
+	for (int i = 0; i < np && arr; i++) {
+		pcori_peer_t *p = pcori_peer_slot(arr, i);
+		for (int t = 0; p && t < pcori_rt.max_threads; t++) {
+			pcori_txstream_t *ts = atomic_load(&p->tx[t]);
+			if (!ts)
+				continue;
+			pcori_lock(&ts->lock);
+			if (ts->fast_port == port)
+				n += ts->fast_tx;
+			pcori_unlock(&ts->lock);
+		}
+	}
+	return n;
 }
 
 void pcori_peers_fini(void)

@@ -442,8 +442,9 @@ static int fast_send(pcori_txstream_t *ts, const pcori_route_t *rt,
 					 len);
 		if (PCORI_LIKELY(rc == PCOR_OK)) {
 			ts->next_seq++;
-			atomic_fetch_add_explicit(&p->st.tx, 1,
-						  memory_order_relaxed);
+			if (PCORI_UNLIKELY(ts->fast_port != p))
+				pcori_txstream_count(ts, p);
+			ts->fast_tx++;
 		} else {
 			pcori_piggyback_undo(ts->peer, f.flags, f.cookie);
 		}

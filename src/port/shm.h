@@ -31,7 +31,7 @@
 #include "../core/core.h"
 
 #define PCORI_SHM_MAGIC 0x316d6873726f6370ull /* "pcorshm1" */
-#define PCORI_SHM_VERSION 3
+#define PCORI_SHM_VERSION 4
 #define PCORI_SHM_LINE 64    /* records, counters: cache-line aligned */
 #define PCORI_SHM_PAGE 4096
 #define PCORI_SHM_REC_HDR 8  /* record header bytes */
@@ -142,9 +142,10 @@ typedef struct pcori_shm_rec {
 /*
  * Record header word: stamp in the low 32 bits, kind in the next 4, the
  * length in the top 28.  The stamp names the record's position (lap
- * included) and is never 0, the value a producer clears the next
- * header to before it publishes: a line of an older lap, or of a record's
- * middle, never passes for a new record.
+ * included) and is never 0, the value the consumer leaves in the first
+ * word of a line a record's payload covered (pcori_shm_ring_consumed): a
+ * line of an older lap, or of a record's middle, never passes for a new
+ * record.
  */
 #define PCORI_SHM_LEN_MAX ((1u << 28) - 1)
 static inline uint32_t pcori_shm_stamp(uint64_t pos)
@@ -188,8 +189,7 @@ void *pcori_shm_ring_reserve(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr,
 			     uint32_t kind, uint32_t len, uint32_t plen);
 
 /*
- * Publish the reserved record: clear the header after it, then store its
- * header (and a wrap's, last).  The last store is sequentially
+ * Publish the reserved record: store its header (and a wrap's, last).  The last store is sequentially
  * consistent: together with the consumer's seq_cst store to `sleeping`
  * it orders the sender's check of that flag after the data (port/shm.c).
  */
@@ -224,11 +224,20 @@ static inline bool pcori_shm_ring_ready(const pcori_shm_ring_t *r,
 int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
 			pcori_shm_rec_t *rec, uint64_t *next_p);
 
-/* Consumer: make a ring that is handed to a new producer look empty. */
-static inline void pcori_shm_ring_reset(const pcori_shm_ring_t *r)
-{
-	__atomic_store_n((uint64_t *)(void *)r->buf, 0, __ATOMIC_RELAXED);
-}
+/*
+ * Consumer: done with the record from head to next (not a WRAP).  Zeroes
+ * the first word of each line after the record's first, so that what its
+ * payload left there is no header in a later lap.  Before head is given
+ * back.
+ */
+void pcori_shm_ring_consumed(const pcori_shm_ring_t *r, uint64_t head,
+			     uint64_t next);
+
+/*
+ * Consumer: make a ring that is handed to a new producer look empty,
+ * whatever its last producer left in it (every line's first word).
+ */
+void pcori_shm_ring_reset(const pcori_shm_ring_t *r);
 
 /* ------------------------------------------------------------- cells */
 

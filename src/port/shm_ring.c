@@ -14,13 +14,17 @@
  *    header's stamp is derived from the record's position, so the
  *    consumer polls the one line at its head and an 8-byte message moves
  *    one cache line (Lamport-style, as MPI shared-memory queues do).
- *    Before that store the producer zeroes the header word after the
- *    record (room for it is always kept), so what the consumer finds at
- *    its next head is either 0 or a new record -- never an old lap's
- *    bytes, nor the middle of an old record that happens to look like a
- *    header.  The consumer stores head (release) after it is done with
- *    the records, so the producer never overwrites bytes still read; the
- *    producer reads head only when the ring looks full.
+ *  - The first word of every line is 0 or a header an old lap left
+ *    (whose stamp names that lap): the consumer zeroes it in the lines a
+ *    record's payload ran over once it is done with the record, and a
+ *    reset zeroes it everywhere.  So what the consumer finds at its head
+ *    is never the middle of an old record that happens to look like a
+ *    header, and the producer touches no line but the record's own (it
+ *    used to clear the next record's header, a second line written per
+ *    message and, ahead of the header in store order, on the path to
+ *    the consumer).  The consumer stores head (release) after it is done
+ *    with the records, so the producer never overwrites bytes still
+ *    read; the producer reads head only when the ring looks full.
  *  - Record headers are read once, with one 8-byte load, into locals:
  *    a producer rewriting them meanwhile cannot make us check one value
  *    and use another.
@@ -82,8 +86,7 @@ void *pcori_shm_ring_reserve(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr,
 	uint64_t tail = pr->tail;
 	uint64_t pos = tail & (r->size - 1);
 	uint64_t room = r->size - pos;
-	/* And the line after it, whose header commit clears. */
-	uint64_t total = (need <= room ? need : room + need) + PCORI_SHM_LINE;
+	uint64_t total = need <= room ? need : room + need;
 	/*
 	 * The head we saw last is usually far enough behind: only reload
 	 * it (a cache miss on the consumer's line) when it is not.
@@ -109,7 +112,6 @@ void *pcori_shm_ring_reserve(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr,
 
 void pcori_shm_ring_commit(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr)
 {
-	word_put(r->buf + (pr->tail & (r->size - 1)), 0, __ATOMIC_RELAXED);
 	if (pr->wrap) {
 		/* The record first: a consumer that sees the wrap finds it. */
 		word_put(r->buf + pr->at, pr->word, __ATOMIC_RELEASE);
@@ -152,7 +154,7 @@ int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
 	default:
 		return -1;
 	}
-	/* One line is always left free after a record (see reserve). */
+	/* No producer makes a record of a whole ring (inline_max). */
 	uint64_t need = pcori_shm_rec_size(plen);
 	if (need > room || need + PCORI_SHM_LINE > r->size)
 		return -1;
@@ -170,6 +172,20 @@ int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
 	}
 	*next_p = head + need;
 	return 1;
+}
+
+void pcori_shm_ring_consumed(const pcori_shm_ring_t *r, uint64_t head,
+			     uint64_t next)
+{
+	for (uint64_t at = head + PCORI_SHM_LINE; at < next;
+	     at += PCORI_SHM_LINE)
+		word_put(r->buf + (at & (r->size - 1)), 0, __ATOMIC_RELAXED);
+}
+
+void pcori_shm_ring_reset(const pcori_shm_ring_t *r)
+{
+	for (uint64_t at = 0; at < r->size; at += PCORI_SHM_LINE)
+		word_put(r->buf + at, 0, __ATOMIC_RELAXED);
 }
 
 /* ------------------------------------------------------------- cells */

@@ -355,7 +355,7 @@ static int run_order(int n)
 		 */
 		int drop = pcori_rt.cfg.drop_every;
 		if (drop >= 20) {
-			uint64_t tx = atomic_load(&pcori_net.ports[0]->st.tx);
+			uint64_t tx = pcori_port_tx_frames(pcori_net.ports[0]);
 			uint64_t msgs = (uint64_t)n * ORDER_SENDERS;
 			printf("order: %llu frames for %llu messages, 1 in %d "
 			       "lost (%.3fx)\n",
@@ -1105,7 +1105,7 @@ static int run_fast(void)
 		recv_wait(1, 0, TAG_DATA, &v, sizeof(v));
 		CHECK(v == 0x0123456789abcdefull);
 	}
-	uint64_t tx0 = atomic_load(&port->st.tx);
+	uint64_t tx0 = pcori_port_tx_frames(port);
 	uint64_t acks0 = atomic_load(&port->st.ack_tx);
 	uint64_t retx0 = atomic_load(&port->st.retx);
 	for (uint32_t i = 0; i < FAST_ROUNDS; i++) {
@@ -1119,7 +1119,7 @@ static int run_fast(void)
 		}
 		CHECK(got == i);
 	}
-	uint64_t tx = atomic_load(&port->st.tx) - tx0;
+	uint64_t tx = pcori_port_tx_frames(port) - tx0;
 	uint64_t acks = atomic_load(&port->st.ack_tx) - acks0;
 	uint64_t retx = atomic_load(&port->st.retx) - retx0;
 	printf("fast: %s lossless=%d frames=%llu acks=%llu resends=%llu "

@@ -8,8 +8,10 @@
  * line's first word is overwritten with the stamp its position would
  * carry (odd: so the fuzzer reaches the record decoder instead of stopping
  * at "nothing there yet"); the rest fills the ring.  The reader walks
- * records until it finds none or one malformed.  Every record it accepts
- * must lie inside the ring, and the walk must move forward.
+ * records until it finds none or one malformed, and is done with each as
+ * the port is (pcori_shm_ring_consumed).  Every record it accepts must
+ * lie inside the ring, the walk must move forward, and what the consumer
+ * cleared must read as no record.
  */
 #include "port/shm.h"
 
@@ -79,6 +81,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			for (uint32_t k = 0; k < rec.len; k++)
 				sum = (uint8_t)(sum + rec.data[k]);
 			(void)sum;
+		}
+		if (rec.kind != PCORI_SHM_REC_WRAP) {
+			pcori_shm_ring_consumed(&r, head, next);
+			for (uint64_t at = head + PCORI_SHM_LINE;
+			     at < next && next - head <= rsize;
+			     at += PCORI_SHM_LINE)
+				must(!pcori_shm_ring_ready(&r, at + rsize),
+				     "a cleared line is no record");
 		}
 		head = next;
 	}

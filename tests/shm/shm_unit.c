@@ -84,11 +84,11 @@ static void test_ring_basic(void)
 	/* The garbage is no record. */
 	CHECK(!pcori_shm_ring_ready(&t.r, 0));
 	CHECK(pcori_shm_ring_next(&t.r, 0, &rec, &next) == 0);
-	/* Fill: 56-byte payloads take one line each; one line stays free. */
+	/* Fill: 56-byte payloads take one line each, the whole ring. */
 	int n = 0;
 	while (put(&t, &pr, 56, (uint64_t)n))
 		n++;
-	CHECK(n == 4096 / 64 - 1);
+	CHECK(n == 4096 / 64);
 	/* Consume all, in order; then there is nothing, until room is given. */
 	for (int i = 0; i < n; i++) {
 		CHECK(pcori_shm_ring_ready(&t.r, head));
@@ -97,7 +97,7 @@ static void test_ring_basic(void)
 		CHECK_PATTERN(rec.data, 56, (uint64_t)i);
 		head = next;
 	}
-	CHECK(head == 4096 - 64);
+	CHECK(head == 4096);
 	CHECK(pcori_shm_ring_next(&t.r, head, &rec, &next) == 0);
 	CHECK(!put(&t, &pr, 0, 0)); /* head not given back yet */
 	atomic_store(&t.head, head);
@@ -147,6 +147,44 @@ static void test_ring_basic(void)
 	CHECK(pcori_shm_ring_ready(&t.r, 0));
 	pcori_shm_ring_reset(&t.r);
 	CHECK(!pcori_shm_ring_ready(&t.r, 0));
+	free(t.mem);
+}
+
+/*
+ * The bytes a record's payload leaves at the start of a line never pass
+ * for a header in a later lap, once the consumer is done with the record;
+ * nor, after a reset, does anything a departed producer left.
+ */
+static void test_ring_stale(void)
+{
+	test_ring_t t;
+	ring_make(&t, 4096);
+	pcori_shm_prod_t pr;
+	pcori_shm_prod_init(&pr);
+	pcori_shm_rec_t rec;
+	uint64_t next;
+	/* Payload whose word at the start of line 1 is lap 1's header there. */
+	uint64_t fake = pcori_shm_hdr_word(4096 + 64, PCORI_SHM_REC_INLINE, 8);
+	uint8_t *d = pcori_shm_ring_reserve(&t.r, &pr, PCORI_SHM_REC_INLINE,
+					    200, 200);
+	CHECK(d);
+	memset(d, 0, 200);
+	memcpy(d + 64 - PCORI_SHM_REC_HDR, &fake, 8);
+	pcori_shm_ring_commit(&t.r, &pr);
+	CHECK(pcori_shm_ring_next(&t.r, 0, &rec, &next) == 1 && next == 256);
+	/* Not yet consumed: in lap 1 it would be taken for a record. */
+	CHECK(pcori_shm_ring_next(&t.r, 4096 + 64, &rec, &next) == 1);
+	pcori_shm_ring_consumed(&t.r, 0, 256);
+	CHECK(pcori_shm_ring_next(&t.r, 4096 + 64, &rec, &next) == 0);
+	/* The record's own header stays: an old lap's, never taken. */
+	CHECK(pcori_shm_ring_next(&t.r, 4096, &rec, &next) == 0);
+	/* What a producer left anywhere is gone after a reset. */
+	set_word(&t, 5 * 64, pcori_shm_hdr_word(5 * 64, PCORI_SHM_REC_INLINE,
+						 8));
+	CHECK(pcori_shm_ring_next(&t.r, 5 * 64, &rec, &next) == 1);
+	pcori_shm_ring_reset(&t.r);
+	for (uint64_t at = 0; at < 4096; at += 64)
+		CHECK(pcori_shm_ring_next(&t.r, at, &rec, &next) == 0);
 	free(t.mem);
 }
 
@@ -231,6 +269,7 @@ static void test_ring_threads(void)
 		if (rec.kind != PCORI_SHM_REC_WRAP) {
 			CHECK(rec.len == spsc_len(got));
 			CHECK_PATTERN(rec.data, rec.len, got);
+			pcori_shm_ring_consumed(&spsc.r, head, next);
 			got++;
 		}
 		head = next;
@@ -386,6 +425,7 @@ int main(void)
 {
 	test_layout();
 	test_ring_basic();
+	test_ring_stale();
 	test_ring_malformed();
 	test_ring_threads();
 	test_pool();
