@@ -15,9 +15,11 @@ export PCOR_FAULT_CONNECT_PCT=2 PCOR_LOG_LEVEL=info
 end=$((SECONDS + secs)) jobs=0 retried=0
 while [ $SECONDS -lt $end ]; do
 	jobs=$((jobs + 1))
-	if ! timeout -k 5 120 "$pcorrun" -n 8 --tag-output "$app" basic 8 \
-		"$marker" >"$tmp/out" 2>"$tmp/err"; then
-		echo "FAIL: job $jobs ended with status $?"
+	timeout -k 5 120 "$pcorrun" -n 8 --tag-output "$app" basic 8 \
+		"$marker" >"$tmp/out" 2>"$tmp/err"
+	st=$?
+	if [ $st -ne 0 ]; then
+		echo "FAIL: job $jobs ended with status $st"
 		tail -n 20 "$tmp/out" "$tmp/err"
 		exit 1
 	fi
