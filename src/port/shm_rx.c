@@ -252,8 +252,7 @@ int shmp_drain(shm_port_t *p, uint32_t s)
 		}
 		if (cells)
 			pcori_shm_mark_done(d->marks, rec.first);
-		else
-			pcori_shm_ring_consumed(&ring, head, next);
+		pcori_shm_ring_consumed(&ring, head, next);
 		head = next;
 		n++;
 		/* Give room back early when a lot was consumed. */

@@ -84,8 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		if (rec.kind != PCORI_SHM_REC_WRAP) {
 			pcori_shm_ring_consumed(&r, head, next);
-			for (uint64_t at = head + PCORI_SHM_LINE;
-			     at < next && next - head <= rsize;
+			for (uint64_t at = head + PCORI_SHM_LINE; at < next;
 			     at += PCORI_SHM_LINE)
 				must(!pcori_shm_ring_ready(&r, at + rsize),
 				     "a cleared line is no record");
