@@ -163,12 +163,50 @@ void pcori_futex_wake(_Atomic uint32_t *word, int n);
 void pcori_futex_wake_shared(_Atomic uint32_t *word, int n);
 
 /*
- * A mutex that spins briefly, then sleeps on a futex (Drepper's
- * "futexes are tricky", mutex 3).  States: 0 free, 1 locked, 2 locked
- * with sleepers.  Never held across a blocking wait for a message.
+ * Asymmetric fences (membarrier(2)).  A store-then-load pair of threads
+ * (Dekker's: one stores A then loads B, the other stores B then loads A)
+ * needs a full fence on each side, a locked instruction on x86.  Where one
+ * side runs on every message and the other only when it is about to
+ * sleep, the hot side's fence can be a compiler barrier
+ * (pcori_fence_light*) if the sleeping side makes every running thread
+ * execute a full barrier (pcori_fence_heavy*, a system call sending
+ * IPIs).  _local pairs threads of this process; _global threads of any
+ * pcor process on the host (registered for it at load).  Where the kernel
+ * refuses membarrier, both sides are plain full fences.  Outside the C11
+ * model: the pairing is the kernel's guarantee.
+ */
+extern bool pcori_asym_local, pcori_asym_global;
+
+static inline void pcori_fence_light_local(void)
+{
+	if (PCORI_LIKELY(pcori_asym_local))
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+}
+
+static inline void pcori_fence_light_global(void)
+{
+	if (PCORI_LIKELY(pcori_asym_global))
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* false: the barrier could not be had (a waiter then sleeps bounded). */
+bool pcori_fence_heavy_local(void);
+bool pcori_fence_heavy_global(void);
+
+/*
+ * A mutex that spins briefly, then sleeps on a futex.  word: 0 free, 1
+ * held; sleepers: threads asleep (or about to be) on word.  Unlock is a
+ * plain store and a load (no locked instruction: it is on every message's
+ * path); a thread that goes to sleep pays the asymmetric fence instead
+ * (sync.c).  Never held across a blocking wait for a message.
  */
 typedef struct pcori_lock {
 	_Atomic uint32_t word;
+	_Atomic uint32_t sleepers;
 #ifdef PCOR_LOCK_DEBUG
 	_Atomic pid_t owner;
 #endif
@@ -181,6 +219,7 @@ void pcori_lock_slow(pcori_lock_t *l);
 static inline void pcori_lock_init(pcori_lock_t *l)
 {
 	atomic_init(&l->word, 0);
+	atomic_init(&l->sleepers, 0);
 #ifdef PCOR_LOCK_DEBUG
 	atomic_init(&l->owner, 0);
 #endif
@@ -224,7 +263,11 @@ static inline bool pcori_trylock(pcori_lock_t *l)
 static inline void pcori_unlock(pcori_lock_t *l)
 {
 	PCORI_LOCK_SET_OWNER_(l, 0);
-	if (atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2)
+	atomic_store_explicit(&l->word, 0, memory_order_release);
+	/* The store before the load: the sleeper's side of pcori_lock_slow. */
+	pcori_fence_light_local();
+	if (PCORI_UNLIKELY(
+		atomic_load_explicit(&l->sleepers, memory_order_relaxed)))
 		pcori_futex_wake(&l->word, 1);
 }
 
@@ -316,6 +359,10 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	  "message control blocks per process: bounds the unexpected "         \
 	  "messages held at once (fast messages, which cannot be refused, "    \
 	  "may add up to 256 per sending thread)")                             \
+	X(MEMBARRIER, membarrier, INT, "1", 0, 1,                              \
+	  "1: where the kernel allows, threads on the message path fence "     \
+	  "only for the compiler and a thread about to sleep calls "           \
+	  "membarrier(2); 0: real fences on both sides (read at load)")        \
 	X(MPI_ALLREDUCE_LARGE, mpi_allreduce_large, SIZE, "64k", 0,            \
 	  (1LL << 46),                                                         \
 	  "MPI shim: allreduces of at least this many bytes with a "           \

@@ -14,6 +14,7 @@
 #include <cpuid.h>
 #endif
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +38,51 @@ __attribute__((constructor)) static void detect_cpu(void)
 	if (__get_cpuid(0x80000001u, &a, &b, &c, &d))
 		pcori_have_prefetchw = (c >> 8) & 1u;
 #endif
+}
+
+bool pcori_asym_local, pcori_asym_global;
+
+static int membarrier(int cmd)
+{
+	return (int)syscall(SYS_membarrier, cmd, 0, 0);
+}
+
+/*
+ * At load, while the process has one thread: registering later would
+ * cost the kernel an RCU grace period.  A fork keeps the registration;
+ * an exec reloads us.
+ */
+__attribute__((constructor)) static void detect_membarrier(void)
+{
+	const char *knob = getenv("PCOR_MEMBARRIER");
+	int have = membarrier(MEMBARRIER_CMD_QUERY);
+	if (have < 0 || (knob && strcmp(knob, "0") == 0))
+		return;
+	if ((have & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+	    membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)
+		pcori_asym_local = true;
+	/* The sleeper's call needs no registration; our light side does. */
+	if ((have & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
+	    membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0)
+		pcori_asym_global = true;
+}
+
+bool pcori_fence_heavy_local(void)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	return !pcori_asym_local ||
+	       membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
+}
+
+bool pcori_fence_heavy_global(void)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	/*
+	 * Called even when this process could not register: a sender in
+	 * another process may have, and then fences only for the compiler.
+	 */
+	return membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0 ||
+	       !pcori_asym_global;
 }
 
 uint64_t pcori_now_ns(void)
@@ -86,6 +132,9 @@ void pcori_futex_wake_shared(_Atomic uint32_t *word, int n)
 /* Spins this many times before sleeping on a contended lock. */
 #define PCORI_LOCK_SPINS 200
 
+/* A sleeper whose heavy fence failed looks again after this long. */
+#define PCORI_LOCK_NAP_NS 1000000
+
 void pcori_lock_slow(pcori_lock_t *l)
 {
 	for (int i = 0; i < PCORI_LOCK_SPINS; i++) {
@@ -97,9 +146,28 @@ void pcori_lock_slow(pcori_lock_t *l)
 			    memory_order_relaxed))
 			return;
 	}
-	/* Mark contended; whoever unlocks from 2 wakes one sleeper. */
-	while (atomic_exchange_explicit(&l->word, 2, memory_order_acquire) != 0)
-		pcori_futex_wait(&l->word, 2, -1);
+	/*
+	 * Count ourselves, fence, then look at the word: an unlocker stores
+	 * 0 then reads sleepers, so either it sees us and wakes the word, or
+	 * we see its 0 (the CAS, or FUTEX_WAIT finding the word changed).
+	 */
+	for (;;) {
+		atomic_fetch_add_explicit(&l->sleepers, 1, memory_order_seq_cst);
+		int64_t nap = pcori_fence_heavy_local() ? -1 : PCORI_LOCK_NAP_NS;
+		uint32_t zero = 0;
+		bool got = atomic_compare_exchange_strong_explicit(
+			&l->word, &zero, 1, memory_order_acquire,
+			memory_order_relaxed);
+		if (!got)
+			pcori_futex_wait(&l->word, 1, nap);
+		atomic_fetch_sub_explicit(&l->sleepers, 1, memory_order_relaxed);
+		zero = 0;
+		/* Woken: try once before paying for the fence again. */
+		if (got || atomic_compare_exchange_strong_explicit(
+				   &l->word, &zero, 1, memory_order_acquire,
+				   memory_order_relaxed))
+			return;
+	}
 }
 
 /* Spins before the first clock read, and the spin window they need. */

@@ -38,11 +38,13 @@
  *    head of every ring below the high-water mark of claimed slots: a
  *    record's stamp, written last, says it is there (shm_ring.c), so a
  *    small message moves one line and an idle ring costs no transfer.
- *    To sleep it sets `sleeping` (seq_cst), looks again, and waits on the
- *    `wake` futex of its segment; a sender publishes its record (seq_cst)
- *    and then reads `sleeping`, bumping `wake` and calling FUTEX_WAKE only
- *    when it is set.  One of the two always sees the other's store, so no
- *    wake-up is lost and an awake receiver costs its senders no syscall.
+ *    To sleep it sets `sleeping`, makes every pcor thread on the host
+ *    fence (membarrier), looks again, and waits on the `wake` futex of
+ *    its segment; a sender publishes its record (a release store), fences
+ *    only for the compiler, and reads `sleeping`, bumping `wake` and
+ *    calling FUTEX_WAKE only when it is set.  One of the two always sees
+ *    the other's store, so no wake-up is lost, and an awake receiver costs
+ *    its senders neither a syscall nor a locked instruction.
  *  - Peers that leave.  The directory hook marks the peer dead; progress
  *    then releases it: senders see `gone` under its tx_lock, its mapping is
  *    dropped, its receive slot here is reset for reuse and the cells it had

@@ -189,10 +189,9 @@ void *pcori_shm_ring_reserve(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr,
 			     uint32_t kind, uint32_t len, uint32_t plen);
 
 /*
- * Publish the reserved record: store its header (and a wrap's, last).
- * The last store is sequentially consistent: together with the
- * consumer's seq_cst store to `sleeping` it orders the sender's check of
- * that flag after the data (port/shm.c).
+ * Publish the reserved record: store its header (and a wrap's, last),
+ * release stores.  A sender that then checks whether the consumer sleeps
+ * fences between the two (port/shm.c).
  */
 void pcori_shm_ring_commit(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr);
 

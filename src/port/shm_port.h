@@ -110,13 +110,15 @@ static inline void futex_wake_shared(_Atomic uint32_t *w)
 }
 
 /*
- * Wake a receiver that said it sleeps (after a seq_cst publication): its
+ * Wake a receiver that said it sleeps (after a publication): its
  * dispatcher, or the application thread that sleeps there in its place.
  */
 static inline void wake_if_sleeping(pcori_shm_hdr_t *h)
 {
+	/* What we published, before the flag: shmp_wait's other side. */
+	pcori_fence_light_global();
 	if (PCORI_UNLIKELY(
-		atomic_load_explicit(&h->sleeping, memory_order_seq_cst))) {
+		atomic_load_explicit(&h->sleeping, memory_order_relaxed))) {
 		atomic_fetch_add_explicit(&h->wake, 1, memory_order_seq_cst);
 		futex_wake_shared(&h->wake);
 	}

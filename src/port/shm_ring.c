@@ -115,10 +115,10 @@ void pcori_shm_ring_commit(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr)
 	if (pr->wrap) {
 		/* The record first: a consumer that sees the wrap finds it. */
 		word_put(r->buf + pr->at, pr->word, __ATOMIC_RELEASE);
-		word_put(r->buf + pr->wrap_at, pr->wrap_word, __ATOMIC_SEQ_CST);
+		word_put(r->buf + pr->wrap_at, pr->wrap_word, __ATOMIC_RELEASE);
 		pr->wrap = false;
 	} else {
-		word_put(r->buf + pr->at, pr->word, __ATOMIC_SEQ_CST);
+		word_put(r->buf + pr->at, pr->word, __ATOMIC_RELEASE);
 	}
 }
 

@@ -348,8 +348,14 @@ void shmp_wait(pcori_port_t *bp, int timeout_ms, _Atomic uint32_t *word,
 	       uint32_t value)
 {
 	shm_port_t *p = (shm_port_t *)bp;
-	/* Say so first (seq_cst): a sender then sees it, or we see its data. */
+	/*
+	 * Say so first, then the heavy fence: a sender then sees the flag, or
+	 * we see its data (its side is a compiler barrier, wake_if_sleeping).
+	 * Without the fence a sleep is cut to a tick.
+	 */
 	atomic_fetch_add_explicit(&p->hdr->sleeping, 1, memory_order_seq_cst);
+	if (!pcori_fence_heavy_global() && (timeout_ms < 0 || timeout_ms > 1))
+		timeout_ms = 1;
 	uint32_t w = atomic_load_explicit(&p->hdr->wake, memory_order_seq_cst);
 	bool quiet = false;
 	if (!arrivals(p, &quiet) && (!word || atomic_load(word) == value))

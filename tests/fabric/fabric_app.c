@@ -1337,6 +1337,10 @@ int main(int argc, char **argv)
 	me = pcor_self_pid();
 	np = pcor_nprocs();
 	CHECK(np >= 2);
+	/* The fenced cases run the fallback they name, not the fast fences. */
+	const char *mb = getenv("PCOR_MEMBARRIER");
+	if (mb && !strcmp(mb, "0"))
+		CHECK(!pcori_asym_local && !pcori_asym_global);
 	const char *c = argv[1];
 	/* An optional number; a trailing non-number (a marker) is ignored. */
 	long arg = argc > 2 ? atol(argv[2]) : 0;
