@@ -536,6 +536,14 @@ void pcori_log(pcori_log_level_t lvl, pcori_subsys_t sub, const char *fmt,
 int pcori_wait_word(_Atomic uint32_t *word, uint32_t pending, int64_t spin_ns,
 		    int64_t timeout_ns);
 
+/*
+ * Its spinning half: true once the word left pending; false when spin_ns
+ * ran out first, with *deadline_p set from timeout_ns (< 0: UINT64_MAX)
+ * for the sleep that follows.
+ */
+bool pcori_spin_word(_Atomic uint32_t *word, uint32_t pending, int64_t spin_ns,
+		     int64_t timeout_ns, uint64_t *deadline_p);
+
 /* Store value (release) and wake any sleeper. */
 static inline void pcori_wake_word(_Atomic uint32_t *word, uint32_t value)
 {
@@ -555,9 +563,10 @@ typedef enum pcori_req_kind {
 } pcori_req_kind_t;
 
 /*
- * Completion word values (besides PCORI_WAIT_SLEEPER): PCORI_REQ_DONE once
- * complete; while pending, a value derived from the request's generation
- * (see handle.c), so that waiters notice when the slot is reused.
+ * Completion word values: PCORI_REQ_DONE once complete; while pending, a
+ * value derived from the request's generation (see handle.c), so that
+ * waiters notice when the slot is reused.  A request's sleepers are
+ * counted beside the word (pcori_req_t.sleepers), not flagged in it.
  */
 #define PCORI_REQ_DONE 1u
 /*
@@ -628,7 +637,7 @@ typedef struct pcori_report {
 typedef struct pcori_req {
 	/* line 1: matching and completion (poster, completer, waiter) */
 	alignas(PCORI_CACHELINE) _Atomic uint32_t state; /* the futex word:
-						pending/DONE | SLEEPER */
+						pending or DONE */
 	int32_t status;         /* final status, valid once DONE */
 	uint16_t kind;          /* pcori_req_kind_t */
 	uint16_t flags;         /* PCOR_SEND_* for sends, PCORI_REQF_*; set
@@ -636,6 +645,12 @@ typedef struct pcori_req {
 				   reused slot may read them) */
 	uint32_t ctx;           /* matching context (0: the pcor API) */
 	int32_t pid, thid, tag; /* recv: pattern; send: destination */
+	/*
+	 * Threads asleep (or about to be) on state, or in a port for it.  A
+	 * count beside the word, not a bit in it, so that the completer can
+	 * publish DONE with a plain store (handle.c).
+	 */
+	_Atomic uint32_t sleepers;
 	pcori_list_t link;      /* in a posted-receive queue (mq lock) */
 	void *buf;              /* recv copy: user buffer; send: data */
 	size_t len;             /* recv: capacity; send: length */
@@ -651,8 +666,8 @@ typedef struct pcori_req {
 	/*
 	 * A waiter that sleeps in a port instead of on `state` (see
 	 * pcori_drive_ops_t.sleep) names the port's wake word here, a futex
-	 * in shared memory, before it sets PCORI_WAIT_SLEEPER; the completer
-	 * that finds the bit bumps and wakes it too.
+	 * in shared memory, before it counts itself in `sleepers`; the
+	 * completer that finds the count bumps and wakes it too.
 	 */
 	_Atomic(_Atomic uint32_t *) wake_alt;
 	/*
@@ -663,6 +678,9 @@ typedef struct pcori_req {
 	_Atomic(pcori_inbox_t *) inbox;
 	_Atomic uint32_t inbox_seq;
 } pcori_req_t;
+
+_Static_assert(offsetof(pcori_req_t, gen) == PCORI_CACHELINE,
+	       "a request's first line overflows");
 
 /* Room for max_handles requests in progress, with max_threads threads
  * each caching free slots. */
@@ -702,16 +720,17 @@ void pcori_req_complete(pcori_req_t *req, int status);
 /*
  * The first half of pcori_req_complete, for a caller that holds a lock:
  * publish status and completion at once, and report whether a sleeper
- * must be woken -- with pcori_futex_wake(&req->state, INT_MAX), after
- * unlocking (the word may by then belong to the slot's next request: a
+ * must be woken -- with pcori_req_wake, after unlocking (the word may by then belong to the slot's next request: a
  * spurious wake-up, which waiters tolerate).
  */
 static inline bool pcori_req_complete_nowake(pcori_req_t *req, int status)
 {
 	req->status = status;
-	return atomic_exchange_explicit(&req->state, PCORI_REQ_DONE,
-					memory_order_acq_rel) &
-	       PCORI_WAIT_SLEEPER;
+	atomic_store_explicit(&req->state, PCORI_REQ_DONE,
+			      memory_order_release);
+	/* DONE before the count: the sleeper's side is in handle.c. */
+	pcori_fence_light_local();
+	return atomic_load_explicit(&req->sleepers, memory_order_acquire);
 }
 
 /*

@@ -296,11 +296,8 @@ void pcori_req_wake(pcori_req_t *req)
 
 void pcori_req_complete(pcori_req_t *req, int status)
 {
-	req->status = status;
 	/* From here on req may be released and reused by the tester. */
-	if (atomic_exchange_explicit(&req->state, PCORI_REQ_DONE,
-				     memory_order_acq_rel) &
-	    PCORI_WAIT_SLEEPER)
+	if (pcori_req_complete_nowake(req, status))
 		pcori_req_wake(req);
 }
 
@@ -407,8 +404,48 @@ const pcori_drive_ops_t *_Atomic pcori_drive;
 /* Is r (allocated with generation gen) still in progress? */
 static inline bool req_pending(pcori_req_t *r, uint32_t gen)
 {
-	return (atomic_load_explicit(&r->state, memory_order_acquire) &
-		~PCORI_WAIT_SLEEPER) == pending_of(gen);
+	return atomic_load_explicit(&r->state, memory_order_acquire) ==
+	       pending_of(gen);
+}
+
+/* A sleeper whose heavy fence failed looks again after this long. */
+#define REQ_NAP_NS 1000000
+
+/*
+ * Sleep on r's word while it holds pending (spinning spin_ns first), up
+ * to timeout_ns (< 0: no limit).  Dekker's pairing with the completer
+ * (pcori_req_complete_nowake), which stores DONE, fences for the compiler
+ * and reads `sleepers`: we count ourselves, make every thread of the
+ * process fence, and only then look at the word a last time.
+ */
+static int req_sleep(pcori_req_t *r, uint32_t pending, int64_t spin_ns,
+		     int64_t timeout_ns)
+{
+	uint64_t deadline;
+	if (pcori_spin_word(&r->state, pending, spin_ns, timeout_ns, &deadline))
+		return PCOR_OK;
+	for (;;) {
+		atomic_fetch_add_explicit(&r->sleepers, 1, memory_order_seq_cst);
+		int64_t nap = pcori_fence_heavy_local() ? -1 : REQ_NAP_NS;
+		int64_t left = 0;
+		int rc = PCOR_OK;
+		if (atomic_load_explicit(&r->state, memory_order_acquire) ==
+		    pending) {
+			if (pcori_wait_left(deadline, &left))
+				rc = PCOR_ERR_TIMEDOUT;
+			else
+				pcori_futex_wait(&r->state, pending,
+						 nap >= 0 && (left < 0 || left > nap)
+							 ? nap
+							 : left);
+		}
+		atomic_fetch_sub_explicit(&r->sleepers, 1, memory_order_relaxed);
+		if (atomic_load_explicit(&r->state, memory_order_acquire) !=
+		    pending)
+			return PCOR_OK;
+		if (rc)
+			return rc;
+	}
 }
 
 /*
@@ -499,8 +536,7 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 			}
 			if (d)
 				d->word_sleep(1);
-			rc = pcori_wait_word(&r->state, pending_of(gen), spin,
-					     left);
+			rc = req_sleep(r, pending_of(gen), spin, left);
 			if (d)
 				d->word_sleep(-1);
 			if (rc)

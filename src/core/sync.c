@@ -174,12 +174,12 @@ void pcori_lock_slow(pcori_lock_t *l)
 #define PCORI_SPIN_QUICK 32
 #define PCORI_SPIN_QUICK_NS 8192
 
-int pcori_wait_word(_Atomic uint32_t *word, uint32_t pending, int64_t spin_ns,
-		    int64_t timeout_ns)
+bool pcori_spin_word(_Atomic uint32_t *word, uint32_t pending, int64_t spin_ns,
+		     int64_t timeout_ns, uint64_t *deadline_p)
 {
 	uint32_t v = atomic_load_explicit(word, memory_order_acquire);
 	if ((v & ~PCORI_WAIT_SLEEPER) != pending)
-		return PCOR_OK;
+		return true;
 	/*
 	 * Between two busy threads most waits end within a microsecond: spin
 	 * a little before reading the clock, whose ~25 ns would otherwise sit
@@ -192,13 +192,14 @@ int pcori_wait_word(_Atomic uint32_t *word, uint32_t pending, int64_t spin_ns,
 			pcori_cpu_relax();
 			v = atomic_load_explicit(word, memory_order_acquire);
 			if ((v & ~PCORI_WAIT_SLEEPER) != pending)
-				return PCOR_OK;
+				return true;
 		}
 	}
 
 	uint64_t start = pcori_now_ns();
 	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX
 					   : start + (uint64_t)timeout_ns;
+	*deadline_p = deadline;
 	if (spin_ns > 0) {
 		uint64_t spin_end = start + (uint64_t)spin_ns;
 		if (spin_end > deadline)
@@ -207,14 +208,23 @@ int pcori_wait_word(_Atomic uint32_t *word, uint32_t pending, int64_t spin_ns,
 			pcori_cpu_relax();
 			v = atomic_load_explicit(word, memory_order_acquire);
 			if ((v & ~PCORI_WAIT_SLEEPER) != pending)
-				return PCOR_OK;
+				return true;
 			/* Reading the clock costs ~20 ns: only now and then. */
 			if ((i & 63) == 0 && pcori_now_ns() >= spin_end)
 				break;
 		}
 	}
+	return false;
+}
+
+int pcori_wait_word(_Atomic uint32_t *word, uint32_t pending, int64_t spin_ns,
+		    int64_t timeout_ns)
+{
+	uint64_t deadline;
+	if (pcori_spin_word(word, pending, spin_ns, timeout_ns, &deadline))
+		return PCOR_OK;
 	for (;;) {
-		v = atomic_load_explicit(word, memory_order_acquire);
+		uint32_t v = atomic_load_explicit(word, memory_order_acquire);
 		if ((v & ~PCORI_WAIT_SLEEPER) != pending)
 			return PCOR_OK;
 		if (!(v & PCORI_WAIT_SLEEPER) &&

@@ -222,9 +222,8 @@ static bool drive_spin(pcori_req_t *r, pcori_port_t *p, uint32_t pending,
 		end = now + (uint64_t)pcori_net.spin_ns;
 	uint64_t yield_at = now + SPIN_YIELD_NS;
 	driving = 1u << p->index;
-	for (unsigned i = 1; (atomic_load_explicit(&r->state,
-						  memory_order_acquire) &
-			      ~PCORI_WAIT_SLEEPER) == pending;
+	for (unsigned i = 1; atomic_load_explicit(&r->state,
+						 memory_order_acquire) == pending;
 	     i++) {
 		drive_poll(r);
 		if (i % SPIN_CLOCK_POLLS)
@@ -266,16 +265,17 @@ static bool drive_sleep(pcori_req_t *r, uint32_t pending, uint64_t deadline)
 	if (t >= 0 && (uint64_t)t < left)
 		left = (uint64_t)t;
 	if (left >= 1000000) {
-		/* Whoever completes r wakes us here (pcori_req_wake). */
+		/*
+		 * Whoever completes r wakes us here (pcori_req_wake): named,
+		 * counted, fenced before the port's last look at r's word
+		 * (the completer's side is pcori_req_complete_nowake).
+		 */
 		atomic_store(&r->wake_alt, p->wake_word);
-		uint32_t v = pending;
-		if (atomic_compare_exchange_strong(&r->state, &v,
-						   pending | PCORI_WAIT_SLEEPER))
-			p->ops->wait(p, (int)(left / 1000000), &r->state,
-				     pending | PCORI_WAIT_SLEEPER);
+		atomic_fetch_add(&r->sleepers, 1);
+		int ms = pcori_fence_heavy_local() ? (int)(left / 1000000) : 1;
+		p->ops->wait(p, ms, &r->state, pending);
 		/* Awake: our own completion need not wake anybody. */
-		v = pending | PCORI_WAIT_SLEEPER;
-		atomic_compare_exchange_strong(&r->state, &v, pending);
+		atomic_fetch_sub(&r->sleepers, 1);
 		atomic_store(&r->wake_alt, NULL);
 	}
 	/* Take what arrived, and what is due. */

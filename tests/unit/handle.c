@@ -1,11 +1,16 @@
 /*
  * handle -- the request table behind handles: lifecycle, stale handles
- * after slot reuse, released and invalid values, capacity, and that free
- * slots cached by threads come back when the threads go.
+ * after slot reuse, released and invalid values, capacity, that free
+ * slots cached by threads come back when the threads go, and that a
+ * completion reaches a waiter asleep on its request (with membarrier and
+ * with plain fences).
  */
 #include "core/core.h"
 
 #include "../common.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define MAX_HANDLES 1024
 
@@ -229,14 +234,63 @@ static void test_capacity(void)
 	CHECK(pcori_htable_live() == 0);
 }
 
+/* ---- a completion reaches a sleeping waiter ---- */
+
+static struct {
+	pcor_handle_t h;
+	_Atomic pid_t tid;
+	int rc;
+} sl;
+
+static void *sleeper_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&sl.tid, (pid_t)syscall(SYS_gettid));
+	sl.rc = pcor_handle_wait(sl.h, 20ll * 1000000000);
+	return NULL;
+}
+
+static void test_sleeper(void)
+{
+	for (int round = 0; round < 40; round++) {
+		pcori_req_t *r = req_new();
+		sl.h = pcori_req_handle(r);
+		atomic_store(&sl.tid, 0);
+		pthread_t t;
+		th_thread_start(&t, sleeper_fn, NULL);
+		/* It counts itself before its last look at the word. */
+		for (long i = 0; atomic_load(&r->sleepers) == 0; i++) {
+			CHECK(i < 100000000);
+			sched_yield();
+		}
+		/* Every other round, complete only once it sleeps for real. */
+		if (round & 1)
+			th_wait_thread_sleeping(atomic_load(&sl.tid));
+		pcori_req_complete(r, PCOR_ERR_TRUNCATE);
+		th_thread_join(t);
+		CHECK_RC(sl.rc, PCOR_ERR_TRUNCATE);
+		CHECK(atomic_load(&r->sleepers) == 0);
+	}
+	CHECK(pcori_htable_live() == 0);
+}
+
 int main(void)
 {
 	CHECK(setenv("PCOR_MAX_HANDLES", "1024", 1) == 0);
+	/* Waiters go to sleep at once. */
+	CHECK(setenv("PCOR_SPIN_NS", "0", 1) == 0);
 	CHECK_OK(pcor_init(NULL, NULL));
 	test_lifecycle();
 	test_stale();
 	test_invalid();
 	test_capacity();
+	test_sleeper();
+	/* Plain fences on both sides, as where the kernel refuses membarrier
+	 * (switched with no other thread about). */
+	bool asym = pcori_asym_local;
+	pcori_asym_local = false;
+	test_sleeper();
+	pcori_asym_local = asym;
 	CHECK_OK(pcor_finalize());
 	return 0;
 }
