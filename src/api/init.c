@@ -38,6 +38,10 @@ PCOR_API int pcor_init(int *argc, char ***argv)
 	rc = pcori_log_init(&pcori_rt.cfg);
 	if (rc)
 		goto err_state;
+	/* Before any thread of ours: waiters that never spin sleep on most
+	 * waits, and pay less with real fences than with membarrier. */
+	pcori_fence_choose(pcori_rt.cfg.spin_ns > 0 &&
+			   strcmp(pcori_rt.cfg.dispatch, "block") != 0);
 	pcori_rt.max_threads = (int)pcori_rt.cfg.max_threads;
 	/* Who we are and where the others are: pcorrun, PMIx, or alone. */
 	pcori_boot_t boot;

@@ -168,12 +168,14 @@ void pcori_futex_wake_shared(_Atomic uint32_t *word, int n);
  * needs a full fence on each side, a locked instruction on x86.  Where one
  * side runs on every message and the other only when it is about to
  * sleep, the hot side's fence can be a compiler barrier
- * (pcori_fence_light*) if the sleeping side makes every running thread
- * execute a full barrier (pcori_fence_heavy*, a system call sending
- * IPIs).  _local pairs threads of this process; _global threads of any
- * pcor process on the host (registered for it at load).  Where the kernel
- * refuses membarrier, both sides are plain full fences.  Outside the C11
- * model: the pairing is the kernel's guarantee.
+ * (pcori_fence_light_local) if the sleeping side makes every running
+ * thread execute a full barrier (pcori_fence_heavy_*, a system call
+ * sending IPIs).  _local pairs threads of this process; _global threads
+ * of any pcor process on the host (registered for it at load:
+ * pcori_asym_global; pcor-shm segments say which side fences, see
+ * port/shm.h).  Where the kernel refuses membarrier, both sides are plain
+ * full fences.  Outside the C11 model: the pairing is the kernel's
+ * guarantee.
  */
 extern bool pcori_asym_local, pcori_asym_global;
 
@@ -185,13 +187,13 @@ static inline void pcori_fence_light_local(void)
 		atomic_thread_fence(memory_order_seq_cst);
 }
 
-static inline void pcori_fence_light_global(void)
-{
-	if (PCORI_LIKELY(pcori_asym_global))
-		atomic_signal_fence(memory_order_seq_cst);
-	else
-		atomic_thread_fence(memory_order_seq_cst);
-}
+/*
+ * Whether this process's threads pair up asymmetrically (light: the
+ * default) or both fence for real: a thread that sleeps on most waits
+ * would pay an IPI-sending system call each time for a few nanoseconds
+ * saved per message.  Only while no other pcor thread runs (pcor_init).
+ */
+void pcori_fence_choose(bool light);
 
 /* false: the barrier could not be had (a waiter then sleeps bounded). */
 bool pcori_fence_heavy_local(void);
@@ -360,9 +362,10 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	  "messages held at once (fast messages, which cannot be refused, "    \
 	  "may add up to 256 per sending thread)")                             \
 	X(MEMBARRIER, membarrier, INT, "1", 0, 1,                              \
-	  "1: where the kernel allows, threads on the message path fence "     \
-	  "only for the compiler and a thread about to sleep calls "           \
-	  "membarrier(2); 0: real fences on both sides (read at load)")        \
+	  "1: where the kernel allows and waiters spin (PCOR_SPIN_NS > 0, "    \
+	  "dispatch not block), threads on the message path fence only for "  \
+	  "the compiler and a thread about to sleep calls membarrier(2); 0: " \
+	  "real fences on both sides (read at load)")                         \
 	X(MPI_ALLREDUCE_LARGE, mpi_allreduce_large, SIZE, "64k", 0,            \
 	  (1LL << 46),                                                         \
 	  "MPI shim: allreduces of at least this many bytes with a "           \

@@ -41,6 +41,7 @@ __attribute__((constructor)) static void detect_cpu(void)
 }
 
 bool pcori_asym_local, pcori_asym_global;
+static bool asym_local_ok; /* registered: pcori_fence_choose may use it */
 
 static int membarrier(int cmd)
 {
@@ -60,11 +61,16 @@ __attribute__((constructor)) static void detect_membarrier(void)
 		return;
 	if ((have & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
 	    membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)
-		pcori_asym_local = true;
+		pcori_asym_local = asym_local_ok = true;
 	/* The sleeper's call needs no registration; our light side does. */
 	if ((have & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
 	    membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0)
 		pcori_asym_global = true;
+}
+
+void pcori_fence_choose(bool light)
+{
+	pcori_asym_local = asym_local_ok && light;
 }
 
 bool pcori_fence_heavy_local(void)

@@ -98,7 +98,8 @@ static void cq_push(shm_port_t *p, pcori_ctx_t *ctx, int status)
 	/* Counted under the lock: a drain never takes more than it sees. */
 	atomic_fetch_add_explicit(&p->cq_ready, 1, memory_order_seq_cst);
 	pcori_unlock(&p->cq_lock);
-	wake_if_sleeping(p->hdr);
+	/* The locked add above is the fence. */
+	wake_if_sleeping(p->hdr, false);
 }
 
 int shmp_cq_drain(shm_port_t *p)
@@ -283,6 +284,8 @@ static int peer_map(shm_port_t *p, shm_peer_t *d, const shm_addr_t *a)
 	d->size = a->size;
 	d->g = g;
 	d->hdr = m;
+	/* Its choice; ours too when we cannot be reached by its membarrier. */
+	d->fence = h->fenced != 0 || !pcori_asym_global;
 	d->marks = (_Atomic uint32_t *)((uint8_t *)m + g.off_mark);
 	d->cells = (uint8_t *)m + g.off_cell;
 	d->base = m; /* last: a mapped peer is complete */
@@ -487,7 +490,7 @@ static uint8_t *ring_begin(shm_peer_t *d, uint32_t kind, size_t len,
 static void ring_end(shm_peer_t *d)
 {
 	pcori_shm_ring_commit(&d->ring, &d->prod);
-	wake_if_sleeping(d->hdr);
+	wake_if_sleeping(d->hdr, d->fence);
 	pcori_unlock(&d->tx_lock);
 }
 
@@ -895,6 +898,9 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	h->ring_size = g.ring_size;
 	h->cell_size = g.cell_size;
 	h->ncells = g.ncells;
+	/* Sleep often (pcori_fence_choose): ask senders for real fences. */
+	p->fenced = !pcori_asym_local || !pcori_asym_global;
+	h->fenced = p->fenced;
 	h->magic = PCORI_SHM_MAGIC;
 	p->owners = (_Atomic uint64_t *)(p->seg + g.off_owner);
 	p->heads = (_Atomic uint64_t *)(p->seg + g.off_head);

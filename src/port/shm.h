@@ -31,7 +31,7 @@
 #include "../core/core.h"
 
 #define PCORI_SHM_MAGIC 0x316d6873726f6370ull /* "pcorshm1" */
-#define PCORI_SHM_VERSION 4
+#define PCORI_SHM_VERSION 5
 #define PCORI_SHM_LINE 64    /* records, counters: cache-line aligned */
 #define PCORI_SHM_PAGE 4096
 #define PCORI_SHM_REC_HDR 8  /* record header bytes */
@@ -90,6 +90,12 @@ typedef struct pcori_shm_hdr {
 	int32_t ospid;      /* owner's process id on the host */
 	uint64_t base;      /* owner's address of this mapping (CMA probe) */
 	uint32_t nslots, ring_size, cell_size, ncells;
+	/*
+	 * 1: senders fence for real between a record and their read of
+	 * `sleeping`, and the receiver's sleepers make no membarrier call
+	 * (it sleeps often: pcori_fence_choose); 0: the reverse.
+	 */
+	uint32_t fenced;
 	/* Slots claimed so far + 1 at most: the receiver scans below it. */
 	alignas(PCORI_SHM_LINE) _Atomic uint32_t hwm;
 	/*

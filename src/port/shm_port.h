@@ -43,6 +43,7 @@ typedef struct shm_peer {
 	int slot; /* ours in its segment; -1 none yet */
 	pcori_shm_ring_t ring;
 	pcori_shm_prod_t prod;
+	bool fence; /* a real fence before reading its `sleeping` */
 	bool gone;	       /* released: sends fail, mapping is gone */
 	_Atomic bool dead;     /* the directory says it left */
 	_Atomic bool released; /* its resources are let go of */
@@ -77,6 +78,7 @@ struct shm_port {
 	shm_rslot_t *rslots;
 	uint64_t nonce, key;
 	uint32_t inline_max;
+	bool fenced; /* our segment's `fenced`: sleepers skip membarrier */
 	/* The send cell pool. */
 	pcori_lock_t pool_lock; /* guards pool */
 	pcori_shm_pool_t pool;
@@ -113,10 +115,16 @@ static inline void futex_wake_shared(_Atomic uint32_t *w)
  * Wake a receiver that said it sleeps (after a publication): its
  * dispatcher, or the application thread that sleeps there in its place.
  */
-static inline void wake_if_sleeping(pcori_shm_hdr_t *h)
+static inline void wake_if_sleeping(pcori_shm_hdr_t *h, bool fence)
 {
-	/* What we published, before the flag: shmp_wait's other side. */
-	pcori_fence_light_global();
+	/*
+	 * What we published, before the flag: shmp_wait's other side, which
+	 * calls membarrier unless its segment asked us for a real fence.
+	 */
+	if (fence)
+		atomic_thread_fence(memory_order_seq_cst);
+	else
+		atomic_signal_fence(memory_order_seq_cst);
 	if (PCORI_UNLIKELY(
 		atomic_load_explicit(&h->sleeping, memory_order_relaxed))) {
 		atomic_fetch_add_explicit(&h->wake, 1, memory_order_seq_cst);

@@ -349,12 +349,15 @@ void shmp_wait(pcori_port_t *bp, int timeout_ms, _Atomic uint32_t *word,
 {
 	shm_port_t *p = (shm_port_t *)bp;
 	/*
-	 * Say so first, then the heavy fence: a sender then sees the flag, or
-	 * we see its data (its side is a compiler barrier, wake_if_sleeping).
-	 * Without the fence a sleep is cut to a tick.
+	 * Say so first, then fence: a sender then sees the flag, or we see
+	 * its data.  Our locked add is the fence where senders fence too
+	 * (`fenced`); else they fence only for the compiler and we make
+	 * every pcor thread on the host fence.  Without that a sleep is cut
+	 * to a tick.
 	 */
 	atomic_fetch_add_explicit(&p->hdr->sleeping, 1, memory_order_seq_cst);
-	if (!pcori_fence_heavy_global() && (timeout_ms < 0 || timeout_ms > 1))
+	if (!p->fenced && !pcori_fence_heavy_global() &&
+	    (timeout_ms < 0 || timeout_ms > 1))
 		timeout_ms = 1;
 	uint32_t w = atomic_load_explicit(&p->hdr->wake, memory_order_seq_cst);
 	bool quiet = false;

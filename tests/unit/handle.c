@@ -284,13 +284,12 @@ int main(void)
 	test_stale();
 	test_invalid();
 	test_capacity();
+	/* With membarrier where the kernel allows (PCOR_SPIN_NS=0 chose
+	 * real fences), then real fences; switched with no thread about. */
+	pcori_fence_choose(true);
 	test_sleeper();
-	/* Plain fences on both sides, as where the kernel refuses membarrier
-	 * (switched with no other thread about). */
-	bool asym = pcori_asym_local;
-	pcori_asym_local = false;
+	pcori_fence_choose(false);
 	test_sleeper();
-	pcori_asym_local = asym;
 	CHECK_OK(pcor_finalize());
 	return 0;
 }

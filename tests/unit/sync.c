@@ -188,11 +188,10 @@ int main(void)
 	 * Again with the fences membarrier saves (the kernel may refuse it):
 	 * both sides then fence for real.  No thread runs while we switch.
 	 */
-	bool asym = pcori_asym_local;
-	pcori_asym_local = false;
+	pcori_fence_choose(false);
 	test_lock();
 	test_lock_sleeper();
-	pcori_asym_local = asym;
+	pcori_fence_choose(true);
 	test_wait_timeouts();
 	test_wake();
 	return 0;
