@@ -41,6 +41,8 @@ __attribute__((constructor)) static void detect_cpu(void)
 }
 
 bool pcori_asym_local, pcori_asym_global;
+_Thread_local _Atomic uint32_t pcori_fence_word
+	__attribute__((tls_model("initial-exec")));
 static bool asym_local_ok; /* registered: pcori_fence_choose may use it */
 
 static int membarrier(int cmd)
@@ -75,14 +77,14 @@ void pcori_fence_choose(bool light)
 
 bool pcori_fence_heavy_local(void)
 {
-	atomic_thread_fence(memory_order_seq_cst);
+	pcori_fence_full();
 	return !pcori_asym_local ||
 	       membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
 }
 
 bool pcori_fence_heavy_global(void)
 {
-	atomic_thread_fence(memory_order_seq_cst);
+	pcori_fence_full();
 	/*
 	 * Called even when this process could not register: a sender in
 	 * another process may have, and then fences only for the compiler.

@@ -122,7 +122,7 @@ static inline void wake_if_sleeping(pcori_shm_hdr_t *h, bool fence)
 	 * calls membarrier unless its segment asked us for a real fence.
 	 */
 	if (fence)
-		atomic_thread_fence(memory_order_seq_cst);
+		pcori_fence_full();
 	else
 		atomic_signal_fence(memory_order_seq_cst);
 	if (PCORI_UNLIKELY(
