@@ -143,7 +143,8 @@ void pcori_futex_wake_shared(_Atomic uint32_t *word, int n)
 /* A sleeper whose heavy fence failed looks again after this long. */
 #define PCORI_LOCK_NAP_NS 1000000
 
-void pcori_lock_slow(pcori_lock_t *l)
+/* Try for the lock a while, as its holder may let go any moment. */
+static bool lock_spin(pcori_lock_t *l)
 {
 	for (int i = 0; i < PCORI_LOCK_SPINS; i++) {
 		uint32_t zero = 0;
@@ -152,14 +153,22 @@ void pcori_lock_slow(pcori_lock_t *l)
 		    atomic_compare_exchange_weak_explicit(
 			    &l->word, &zero, 1, memory_order_acquire,
 			    memory_order_relaxed))
-			return;
+			return true;
 	}
+	return false;
+}
+
+void pcori_lock_slow(pcori_lock_t *l)
+{
 	/*
-	 * Count ourselves, fence, then look at the word: an unlocker stores
-	 * 0 then reads sleepers, so either it sees us and wakes the word, or
-	 * we see its 0 (the CAS, or FUTEX_WAIT finding the word changed).
+	 * Spin, then count ourselves, fence, and look at the word: an
+	 * unlocker stores 0 then reads sleepers, so either it sees us and
+	 * wakes the word, or we see its 0 (the CAS, or FUTEX_WAIT finding
+	 * the word changed).  Woken, spin again: a holder that takes the
+	 * lock back at once in a loop (a dispatcher) would otherwise win
+	 * every race against a thread that has just woken up.
 	 */
-	for (;;) {
+	while (!lock_spin(l)) {
 		atomic_fetch_add_explicit(&l->sleepers, 1, memory_order_seq_cst);
 		int64_t nap = pcori_fence_heavy_local() ? -1 : PCORI_LOCK_NAP_NS;
 		uint32_t zero = 0;
@@ -169,11 +178,7 @@ void pcori_lock_slow(pcori_lock_t *l)
 		if (!got)
 			pcori_futex_wait(&l->word, 1, nap);
 		atomic_fetch_sub_explicit(&l->sleepers, 1, memory_order_relaxed);
-		zero = 0;
-		/* Woken: try once before paying for the fence again. */
-		if (got || atomic_compare_exchange_strong_explicit(
-				   &l->word, &zero, 1, memory_order_acquire,
-				   memory_order_relaxed))
+		if (got)
 			return;
 	}
 }

@@ -1,6 +1,7 @@
 /*
  * sync -- the low-level primitives: the futex lock (mutual exclusion,
- * trylock, sleepers woken, with membarrier and with plain fences), waiting on a completion word (no wait when done, timeouts,
+ * trylock, sleepers woken, a waiter not kept out by a thread that takes
+ * the lock back in a loop, with membarrier and with plain fences), waiting on a completion word (no wait when done, timeouts,
  * the sleeper bit, a wake reaching a sleeping waiter) and the futex
  * timeout itself.
  */
@@ -97,6 +98,45 @@ static void test_lock_sleeper(void)
 	atomic_store(&blocked_tid, 0);
 }
 
+/*
+ * A thread that takes the lock back at once in a loop (as a dispatcher
+ * does with its port) must not keep out a thread that waits for it.
+ */
+static _Atomic int hog_stop;
+static _Atomic long hog_rounds;
+
+static void *hog(void *arg)
+{
+	(void)arg;
+	long i = 0;
+	for (; !atomic_load(&hog_stop) && i < 200000000; i++) {
+		pcori_lock(&lock);
+		atomic_store(&hog_rounds, i + 1);
+		pcori_unlock(&lock);
+	}
+	return NULL;
+}
+
+static void test_lock_hogged(void)
+{
+	for (int round = 0; round < 20; round++) {
+		atomic_store(&hog_stop, 0);
+		atomic_store(&hog_rounds, 0);
+		pthread_t t;
+		th_thread_start(&t, hog, NULL);
+		for (long i = 0; atomic_load(&hog_rounds) < 1000; i++) {
+			CHECK(i < 100000000);
+			sched_yield();
+		}
+		pcori_lock(&lock);
+		/* Got it while the hog still loops: it has not run out. */
+		atomic_store(&hog_stop, 1);
+		pcori_unlock(&lock);
+		th_thread_join(t);
+		CHECK(atomic_load(&hog_rounds) < 200000000);
+	}
+}
+
 static void test_wait_timeouts(void)
 {
 	_Atomic uint32_t w = 0;
@@ -184,6 +224,7 @@ int main(void)
 {
 	test_lock();
 	test_lock_sleeper();
+	test_lock_hogged();
 	/*
 	 * Again with the fences membarrier saves (the kernel may refuse it):
 	 * both sides then fence for real.  No thread runs while we switch.
@@ -191,6 +232,7 @@ int main(void)
 	pcori_fence_choose(false);
 	test_lock();
 	test_lock_sleeper();
+	test_lock_hogged();
 	pcori_fence_choose(true);
 	test_wait_timeouts();
 	test_wake();
