@@ -215,6 +215,16 @@ bool pcori_fence_heavy_local(void);
 bool pcori_fence_heavy_global(void);
 
 /*
+ * The sleeping side of such a pair: count ourselves in *count, fence
+ * (heavy, local), and sleep on word while it holds value, up to
+ * timeout_ns (< 0: no limit; a millisecond if the fence failed).  The
+ * waking side stores word, fences light and wakes if *count is not zero.
+ * Returns on any change, wake-up or timeout: the caller looks again.
+ */
+void pcori_sleep_counted(_Atomic uint32_t *count, _Atomic uint32_t *word,
+			 uint32_t value, int64_t timeout_ns);
+
+/*
  * A mutex that spins briefly, then sleeps on a futex.  word: 0 free, 1
  * held; sleepers: threads asleep (or about to be) on word.  Unlock is a
  * plain store and a load (no locked instruction: it is on every message's
@@ -738,8 +748,9 @@ void pcori_req_complete(pcori_req_t *req, int status);
 /*
  * The first half of pcori_req_complete, for a caller that holds a lock:
  * publish status and completion at once, and report whether a sleeper
- * must be woken -- with pcori_req_wake, after unlocking (the word may by then belong to the slot's next request: a
- * spurious wake-up, which waiters tolerate).
+ * must be woken -- with pcori_req_wake, after unlocking (the word may by
+ * then belong to the slot's next request: a spurious wake-up, which
+ * waiters tolerate).
  */
 static inline bool pcori_req_complete_nowake(pcori_req_t *req, int status)
 {

@@ -408,15 +408,10 @@ static inline bool req_pending(pcori_req_t *r, uint32_t gen)
 	       pending_of(gen);
 }
 
-/* A sleeper whose heavy fence failed looks again after this long. */
-#define REQ_NAP_NS 1000000
-
 /*
  * Sleep on r's word while it holds pending (spinning spin_ns first), up
- * to timeout_ns (< 0: no limit).  Dekker's pairing with the completer
- * (pcori_req_complete_nowake), which stores DONE, fences for the compiler
- * and reads `sleepers`: we count ourselves, make every thread of the
- * process fence, and only then look at the word a last time.
+ * to timeout_ns (< 0: no limit).  The completer's side of the counted
+ * sleep is pcori_req_complete_nowake.
  */
 static int req_sleep(pcori_req_t *r, uint32_t pending, int64_t spin_ns,
 		     int64_t timeout_ns)
@@ -425,21 +420,11 @@ static int req_sleep(pcori_req_t *r, uint32_t pending, int64_t spin_ns,
 	if (pcori_spin_word(&r->state, pending, spin_ns, timeout_ns, &deadline))
 		return PCOR_OK;
 	for (;;) {
-		atomic_fetch_add_explicit(&r->sleepers, 1, memory_order_seq_cst);
-		int64_t nap = pcori_fence_heavy_local() ? -1 : REQ_NAP_NS;
-		int64_t left = 0;
-		int rc = PCOR_OK;
-		if (atomic_load_explicit(&r->state, memory_order_acquire) ==
-		    pending) {
-			if (pcori_wait_left(deadline, &left))
-				rc = PCOR_ERR_TIMEDOUT;
-			else
-				pcori_futex_wait(&r->state, pending,
-						 nap >= 0 && (left < 0 || left > nap)
-							 ? nap
-							 : left);
-		}
-		atomic_fetch_sub_explicit(&r->sleepers, 1, memory_order_relaxed);
+		int64_t left;
+		int rc = pcori_wait_left(deadline, &left);
+		if (!rc)
+			pcori_sleep_counted(&r->sleepers, &r->state, pending,
+					    left);
 		if (atomic_load_explicit(&r->state, memory_order_acquire) !=
 		    pending)
 			return PCOR_OK;

@@ -140,9 +140,6 @@ void pcori_futex_wake_shared(_Atomic uint32_t *word, int n)
 /* Spins this many times before sleeping on a contended lock. */
 #define PCORI_LOCK_SPINS 200
 
-/* A sleeper whose heavy fence failed looks again after this long. */
-#define PCORI_LOCK_NAP_NS 1000000
-
 /* Try for the lock a while, as its holder may let go any moment. */
 static bool lock_spin(pcori_lock_t *l)
 {
@@ -158,29 +155,30 @@ static bool lock_spin(pcori_lock_t *l)
 	return false;
 }
 
+/* A sleeper whose heavy fence failed looks again after this long. */
+#define PCORI_NAP_NS 1000000
+
+void pcori_sleep_counted(_Atomic uint32_t *count, _Atomic uint32_t *word,
+			 uint32_t value, int64_t timeout_ns)
+{
+	atomic_fetch_add_explicit(count, 1, memory_order_seq_cst);
+	if (!pcori_fence_heavy_local() &&
+	    (timeout_ns < 0 || timeout_ns > PCORI_NAP_NS))
+		timeout_ns = PCORI_NAP_NS;
+	if (atomic_load_explicit(word, memory_order_acquire) == value)
+		pcori_futex_wait(word, value, timeout_ns);
+	atomic_fetch_sub_explicit(count, 1, memory_order_relaxed);
+}
+
 void pcori_lock_slow(pcori_lock_t *l)
 {
 	/*
-	 * Spin, then count ourselves, fence, and look at the word: an
-	 * unlocker stores 0 then reads sleepers, so either it sees us and
-	 * wakes the word, or we see its 0 (the CAS, or FUTEX_WAIT finding
-	 * the word changed).  Woken, spin again: a holder that takes the
-	 * lock back at once in a loop (a dispatcher) would otherwise win
-	 * every race against a thread that has just woken up.
+	 * Woken, spin again: a holder that takes the lock back at once in a
+	 * loop (a dispatcher) would otherwise win every race against a
+	 * thread that has just woken up.
 	 */
-	while (!lock_spin(l)) {
-		atomic_fetch_add_explicit(&l->sleepers, 1, memory_order_seq_cst);
-		int64_t nap = pcori_fence_heavy_local() ? -1 : PCORI_LOCK_NAP_NS;
-		uint32_t zero = 0;
-		bool got = atomic_compare_exchange_strong_explicit(
-			&l->word, &zero, 1, memory_order_acquire,
-			memory_order_relaxed);
-		if (!got)
-			pcori_futex_wait(&l->word, 1, nap);
-		atomic_fetch_sub_explicit(&l->sleepers, 1, memory_order_relaxed);
-		if (got)
-			return;
-	}
+	while (!lock_spin(l))
+		pcori_sleep_counted(&l->sleepers, &l->word, 1, -1);
 }
 
 /* Spins before the first clock read, and the spin window they need. */
