@@ -225,31 +225,62 @@ void pcori_sleep_counted(_Atomic uint32_t *count, _Atomic uint32_t *word,
 			 uint32_t value, int64_t timeout_ns);
 
 /*
- * A mutex that spins briefly, then sleeps on a futex.  word: 0 free, 1
- * held; sleepers: threads asleep (or about to be) on word.  Unlock is a
- * plain store and a load (no locked instruction: it is on every message's
- * path); a thread that goes to sleep pays the asymmetric fence instead
- * (sync.c).  Never held across a blocking wait for a message.
+ * A mutex that spins briefly, then sleeps on a futex, and that a thread
+ * taking it many times in a row comes to own (biased locking).  word: 0
+ * free, 1 held; sleepers: threads asleep (or about to be) on word.
+ * Unlock is a plain store and a load (no locked instruction: it is on
+ * every message's path); a thread that goes to sleep pays the asymmetric
+ * fence instead (sync.c).  Never held across a blocking wait for a
+ * message.
+ *
+ * Bias: most locks on the message path are taken by one thread at a time
+ * for long stretches (the thread that sends, or that waits and drives
+ * progress, while its dispatcher is parked).  After PCORI_BIAS_STREAK
+ * takes in a row by one thread, bias names it and it enters without word:
+ * it stores its token in inside, fences for the compiler and checks that
+ * bias still names it (Dekker's pairing, the light side).  Any other
+ * thread takes word, clears bias, makes every running thread of the
+ * process fence (membarrier) and waits until inside is empty: the owner
+ * either was seen inside or will see the bias gone.  Each such revocation
+ * doubles the streak the lock needs to be biased again, so a lock shared
+ * in turn stops paying for it.  Only with the asymmetric fences on.
+ * Tokens are small per-thread numbers (pcori_lock_me), never reused.
  */
 typedef struct pcori_lock {
 	_Atomic uint32_t word;
 	_Atomic uint32_t sleepers;
+	_Atomic uint32_t bias;   /* token of the owning thread, or 0 */
+	_Atomic uint32_t inside; /* bias's token while it is in (it alone writes) */
+	uint32_t last;           /* under word: who took it last, */
+	uint32_t streak;         /* how many times in a row */
+	uint32_t revoked;        /* revocations so far (capped) */
 #ifdef PCOR_LOCK_DEBUG
 	_Atomic pid_t owner;
 #endif
 } pcori_lock_t;
 
 #define PCORI_LOCK_INITIALIZER {0}
+#define PCORI_BIAS_STREAK 64u
+#define PCORI_BIAS_DOUBLINGS 16u
+
+/* This thread's token; 0 until it first takes a lock through word. */
+extern _Thread_local uint32_t pcori_lock_me
+	__attribute__((tls_model("initial-exec")));
+uint32_t pcori_lock_me_new(void);
 
 void pcori_lock_slow(pcori_lock_t *l);
+/* Bias l to me (holding word). */
+void pcori_lock_bias(pcori_lock_t *l, uint32_t me);
+/*
+ * Holding word, l is biased to another thread or one is still inside:
+ * revoke the bias and wait for it to leave.  !wait (trylock): do not
+ * wait; let go of word and return false if one is inside.
+ */
+bool pcori_lock_revoke(pcori_lock_t *l, uint32_t me, bool wait);
 
 static inline void pcori_lock_init(pcori_lock_t *l)
 {
-	atomic_init(&l->word, 0);
-	atomic_init(&l->sleepers, 0);
-#ifdef PCOR_LOCK_DEBUG
-	atomic_init(&l->owner, 0);
-#endif
+	memset(l, 0, sizeof(*l));
 }
 
 #ifdef PCOR_LOCK_DEBUG
@@ -263,25 +294,83 @@ pid_t pcori_gettid(void);
 #else
 #define PCORI_LOCK_SET_OWNER_(l, v) ((void)0)
 #define PCORI_ASSERT_LOCKED(l)                                                 \
-	PCORI_ASSERT(atomic_load_explicit(&(l)->word, memory_order_relaxed) != 0)
+	PCORI_ASSERT(                                                          \
+	    atomic_load_explicit(&(l)->word, memory_order_relaxed) != 0 ||     \
+	    atomic_load_explicit(&(l)->inside, memory_order_relaxed) != 0)
 #endif
+
+/* The owner's way in: true if in. */
+static inline bool pcori_lock_enter_biased(pcori_lock_t *l, uint32_t b)
+{
+	atomic_store_explicit(&l->inside, b, memory_order_relaxed);
+	/* The store before the load: pcori_lock_revoke fences heavy. */
+	pcori_fence_light_local();
+	if (PCORI_LIKELY(atomic_load_explicit(&l->bias, memory_order_relaxed) ==
+			 b)) {
+		PCORI_LOCK_SET_OWNER_(l, pcori_gettid());
+		return true;
+	}
+	atomic_store_explicit(&l->inside, 0, memory_order_release);
+	return false;
+}
+
+/*
+ * Just took word: revoke another thread's bias, or count the streak that
+ * earns one.  false: trylock's bail-out (word let go).
+ */
+static inline bool pcori_lock_settle(pcori_lock_t *l, bool wait)
+{
+	uint32_t me = pcori_lock_me;
+	if (PCORI_UNLIKELY(!me))
+		me = pcori_lock_me_new();
+	uint32_t b = atomic_load_explicit(&l->bias, memory_order_relaxed);
+	/*
+	 * Acquire: an owner that a trylock found inside (and left the bias
+	 * revoked) may since have left; its writes are ours to see.
+	 */
+	if (PCORI_UNLIKELY((b && b != me) ||
+			   atomic_load_explicit(&l->inside,
+						memory_order_acquire)))
+		return pcori_lock_revoke(l, me, wait);
+	if (l->last != me) {
+		l->last = me;
+		l->streak = 0;
+	} else if (PCORI_UNLIKELY(++l->streak >= PCORI_BIAS_STREAK
+						       << l->revoked) &&
+		   !b) {
+		pcori_lock_bias(l, me);
+	}
+	return true;
+}
 
 static inline void pcori_lock(pcori_lock_t *l)
 {
+	uint32_t b = atomic_load_explicit(&l->bias, memory_order_relaxed);
+	if (b && b == pcori_lock_me && pcori_lock_enter_biased(l, b))
+		return;
 	uint32_t zero = 0;
 	if (!atomic_compare_exchange_strong_explicit(&l->word, &zero, 1,
 						     memory_order_acquire,
 						     memory_order_relaxed))
 		pcori_lock_slow(l);
+	pcori_lock_settle(l, true);
 	PCORI_LOCK_SET_OWNER_(l, pcori_gettid());
 }
 
 static inline bool pcori_trylock(pcori_lock_t *l)
 {
+	uint32_t b = atomic_load_explicit(&l->bias, memory_order_relaxed);
+	/* Not when in already (through either way): a trylock says busy. */
+	if (b && b == pcori_lock_me &&
+	    !atomic_load_explicit(&l->inside, memory_order_relaxed) &&
+	    !atomic_load_explicit(&l->word, memory_order_relaxed))
+		return pcori_lock_enter_biased(l, b);
 	uint32_t zero = 0;
 	if (!atomic_compare_exchange_strong_explicit(&l->word, &zero, 1,
 						     memory_order_acquire,
 						     memory_order_relaxed))
+		return false;
+	if (!pcori_lock_settle(l, false))
 		return false;
 	PCORI_LOCK_SET_OWNER_(l, pcori_gettid());
 	return true;
@@ -290,6 +379,12 @@ static inline bool pcori_trylock(pcori_lock_t *l)
 static inline void pcori_unlock(pcori_lock_t *l)
 {
 	PCORI_LOCK_SET_OWNER_(l, 0);
+	uint32_t in = atomic_load_explicit(&l->inside, memory_order_relaxed);
+	if (in && in == pcori_lock_me) {
+		/* Release: a revoker that sees it empty sees our writes. */
+		atomic_store_explicit(&l->inside, 0, memory_order_release);
+		return;
+	}
 	atomic_store_explicit(&l->word, 0, memory_order_release);
 	/* The store before the load: the sleeper's side of pcori_lock_slow. */
 	pcori_fence_light_local();

@@ -181,6 +181,65 @@ void pcori_lock_slow(pcori_lock_t *l)
 		pcori_sleep_counted(&l->sleepers, &l->word, 1, -1);
 }
 
+_Thread_local uint32_t pcori_lock_me __attribute__((tls_model("initial-exec")));
+static _Atomic uint32_t lock_tokens;
+
+uint32_t pcori_lock_me_new(void)
+{
+	/* 2^32 threads in one process before a token could repeat. */
+	uint32_t t = atomic_fetch_add_explicit(&lock_tokens, 1,
+					       memory_order_relaxed) + 1;
+	if (!t)
+		t = atomic_fetch_add_explicit(&lock_tokens, 1,
+					      memory_order_relaxed) + 1;
+	pcori_lock_me = t;
+	return t;
+}
+
+void pcori_lock_bias(pcori_lock_t *l, uint32_t me)
+{
+	l->streak = 0;
+	/* With real fences on the owner's side a bias saves nothing. */
+	if (pcori_asym_local)
+		atomic_store_explicit(&l->bias, me, memory_order_relaxed);
+}
+
+/* Spins on inside before yielding the CPU to an owner that may not run. */
+#define PCORI_BIAS_SPINS 1000
+
+bool pcori_lock_revoke(pcori_lock_t *l, uint32_t me, bool wait)
+{
+	if (atomic_load_explicit(&l->bias, memory_order_relaxed)) {
+		atomic_store_explicit(&l->bias, 0, memory_order_relaxed);
+		/*
+		 * The heavy side: after it, the owner's store to inside is
+		 * seen here, or its check of bias sees 0.  A failed membarrier
+		 * proves nothing: try again.
+		 */
+		while (!pcori_fence_heavy_local())
+			sched_yield();
+		if (l->revoked < PCORI_BIAS_DOUBLINGS)
+			l->revoked++;
+	}
+	for (unsigned i = 0;
+	     atomic_load_explicit(&l->inside, memory_order_acquire); i++) {
+		if (!wait) {
+			/* It is inside: busy.  The next taker waits for it. */
+			pcori_unlock(l);
+			return false;
+		}
+		if (i < PCORI_BIAS_SPINS)
+			pcori_cpu_relax();
+		else if (i < 2 * PCORI_BIAS_SPINS)
+			sched_yield();
+		else /* descheduled in there: do not burn a CPU */
+			nanosleep(&(struct timespec){0, 20000}, NULL);
+	}
+	l->last = me;
+	l->streak = 0;
+	return true;
+}
+
 /* Spins before the first clock read, and the spin window they need. */
 #define PCORI_SPIN_QUICK 32
 #define PCORI_SPIN_QUICK_NS 8192

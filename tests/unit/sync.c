@@ -1,9 +1,10 @@
 /*
  * sync -- the low-level primitives: the futex lock (mutual exclusion,
  * trylock, sleepers woken, a waiter not kept out by a thread that takes
- * the lock back in a loop, with membarrier and with plain fences), waiting on a completion word (no wait when done, timeouts,
- * the sleeper bit, a wake reaching a sleeping waiter) and the futex
- * timeout itself.
+ * the lock back in a loop, bias earned, revoked and re-earned, with
+ * membarrier and with plain fences), waiting on a completion word (no
+ * wait when done, timeouts, the sleeper bit, a wake reaching a sleeping
+ * waiter) and the futex timeout itself.
  */
 #include "core/core.h"
 
@@ -137,6 +138,160 @@ static void test_lock_hogged(void)
 	}
 }
 
+/*
+ * Bias: a thread that takes a lock PCORI_BIAS_STREAK times in a row owns
+ * it (with the asymmetric fences; never with real ones), another thread's
+ * take revokes it and waits for the owner to leave, a trylock that finds
+ * the owner inside says busy, and a lock shared in turn needs a longer
+ * streak after each revocation.
+ */
+static pcori_lock_t block; /* the biased lock of these tests */
+static _Atomic int other_in, other_done, other_try;
+static uint64_t guarded; /* under block */
+
+static void *other_taker(void *arg)
+{
+	bool try = arg != NULL;
+	if (try) {
+		atomic_store(&other_try, pcori_trylock(&block) ? 1 : -1);
+		if (atomic_load(&other_try) == 1)
+			pcori_unlock(&block);
+		return NULL;
+	}
+	pcori_lock(&block);
+	atomic_store(&other_in, 1);
+	guarded++;
+	pcori_unlock(&block);
+	atomic_store(&other_done, 1);
+	return NULL;
+}
+
+static void take_many(unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		pcori_lock(&block);
+		guarded++;
+		pcori_unlock(&block);
+	}
+}
+
+static void test_bias(bool light)
+{
+	pcori_lock_init(&block);
+	guarded = 0;
+	take_many(PCORI_BIAS_STREAK + 1);
+	uint32_t me = pcori_lock_me;
+	CHECK(me != 0);
+	CHECK(atomic_load(&block.bias) == (light ? me : 0));
+	if (!light) {
+		CHECK(guarded == PCORI_BIAS_STREAK + 1);
+		return;
+	}
+	/* In through the bias: word stays free, inside names us. */
+	pcori_lock(&block);
+	PCORI_ASSERT_LOCKED(&block);
+	CHECK(atomic_load(&block.word) == 0);
+	CHECK(atomic_load(&block.inside) == me);
+	CHECK(!pcori_trylock(&block)); /* not twice */
+
+	/* A trylock from elsewhere revokes, finds us inside: busy. */
+	atomic_store(&other_try, 0);
+	pthread_t t;
+	th_thread_start(&t, other_taker, (void *)1);
+	th_thread_join(t);
+	CHECK(atomic_load(&other_try) == -1);
+	CHECK(atomic_load(&block.bias) == 0);
+	CHECK(atomic_load(&block.word) == 0);
+	CHECK(atomic_load(&block.inside) == me);
+	pcori_unlock(&block);
+	CHECK(atomic_load(&block.inside) == 0);
+
+	/* Earn it again; a lock from elsewhere waits until we leave. */
+	take_many((PCORI_BIAS_STREAK << 1) + 1);
+	CHECK(atomic_load(&block.bias) == me);
+	pcori_lock(&block);
+	atomic_store(&other_in, 0);
+	atomic_store(&other_done, 0);
+	th_thread_start(&t, other_taker, NULL);
+	/* Revoked: it holds word and waits for inside to empty. */
+	for (long i = 0; atomic_load(&block.bias) != 0; i++) {
+		CHECK(i < 100000000);
+		sched_yield();
+	}
+	for (long i = 0; atomic_load(&block.word) == 0; i++) {
+		CHECK(i < 100000000);
+		sched_yield();
+	}
+	CHECK(!atomic_load(&other_in));
+	guarded++;
+	pcori_unlock(&block);
+	th_thread_join(t);
+	CHECK(atomic_load(&other_done) == 1);
+	CHECK(block.revoked == 2);
+	CHECK(guarded == PCORI_BIAS_STREAK + 1 + 1 + (PCORI_BIAS_STREAK << 1) +
+				 1 + 1 + 1);
+
+	/* Back through word: not ours until a doubled streak. */
+	take_many(PCORI_BIAS_STREAK << 1);
+	CHECK(atomic_load(&block.bias) == 0);
+	take_many(PCORI_BIAS_STREAK << 2);
+	CHECK(atomic_load(&block.bias) == me);
+}
+
+/*
+ * An owner that takes the lock in a loop, re-earning its bias, while
+ * another thread takes it now and then: no increment lost, every take
+ * of the other's a revocation while the bias stands.
+ */
+static _Atomic uint64_t owner_rounds;
+static _Atomic int owner_stop;
+
+static void *owner_loop(void *arg)
+{
+	(void)arg;
+	for (uint64_t i = 0; !atomic_load(&owner_stop) && i < 100000000; i++) {
+		pcori_lock(&block);
+		guarded++;
+		pcori_unlock(&block);
+		atomic_store_explicit(&owner_rounds, i + 1,
+				      memory_order_relaxed);
+	}
+	return NULL;
+}
+
+static void test_bias_contended(void)
+{
+	pcori_lock_init(&block);
+	guarded = 0;
+	atomic_store(&owner_stop, 0);
+	atomic_store(&owner_rounds, 0);
+	pthread_t t;
+	th_thread_start(&t, owner_loop, NULL);
+	uint64_t mine = 0, revokes = 0;
+	for (int round = 0; round < 12; round++) {
+		pcori_lock(&block);
+		uint32_t need = PCORI_BIAS_STREAK << block.revoked;
+		revokes = block.revoked;
+		guarded++;
+		mine++;
+		pcori_unlock(&block);
+		/* Let it take the lock enough times in a row to earn it. */
+		uint64_t from = atomic_load(&owner_rounds);
+		for (long i = 0; atomic_load(&owner_rounds) < from + need + 16;
+		     i++) {
+			CHECK(i < 1000000000);
+			pcori_cpu_relax();
+		}
+		if (pcori_asym_local)
+			CHECK(atomic_load(&block.bias) != 0);
+	}
+	atomic_store(&owner_stop, 1);
+	th_thread_join(t);
+	CHECK(guarded == atomic_load(&owner_rounds) + mine);
+	if (pcori_asym_local)
+		CHECK(revokes >= 10);
+}
+
 static void test_wait_timeouts(void)
 {
 	_Atomic uint32_t w = 0;
@@ -233,6 +388,8 @@ int main(void)
 	test_lock();
 	test_lock_sleeper();
 	test_lock_hogged();
+	test_bias(false);
+	test_bias_contended();
 	pcori_fence_choose(true);
 	test_wait_timeouts();
 	test_wake();
