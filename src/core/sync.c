@@ -187,11 +187,11 @@ static _Atomic uint32_t lock_tokens;
 uint32_t pcori_lock_me_new(void)
 {
 	/* 2^32 threads in one process before a token could repeat. */
-	uint32_t t = atomic_fetch_add_explicit(&lock_tokens, 1,
-					       memory_order_relaxed) + 1;
-	if (!t)
+	uint32_t t;
+	do
 		t = atomic_fetch_add_explicit(&lock_tokens, 1,
 					      memory_order_relaxed) + 1;
+	while (!t);
 	pcori_lock_me = t;
 	return t;
 }
@@ -204,8 +204,10 @@ void pcori_lock_bias(pcori_lock_t *l, uint32_t me)
 		atomic_store_explicit(&l->bias, me, memory_order_relaxed);
 }
 
-/* Spins on inside before yielding the CPU to an owner that may not run. */
+/* Spins on inside before yielding the CPU to an owner that may not run,
+ * and the nap once yielding has not let it out either. */
 #define PCORI_BIAS_SPINS 1000
+#define PCORI_BIAS_NAP_NS 20000
 
 bool pcori_lock_revoke(pcori_lock_t *l, uint32_t me, bool wait)
 {
@@ -215,11 +217,11 @@ bool pcori_lock_revoke(pcori_lock_t *l, uint32_t me, bool wait)
 		 * The heavy side: after it, the owner's store to inside is
 		 * seen here, or its check of bias sees 0.  Should membarrier
 		 * fail (a child forked without registering), time stands in
-		 * for it: a millisecond on, both stores have long left their
-		 * store buffers.
+		 * for it, as for a sleeper: a nap on, both stores have long
+		 * left their store buffers.
 		 */
 		if (!pcori_fence_heavy_local())
-			nanosleep(&(struct timespec){0, 1000000}, NULL);
+			nanosleep(&(struct timespec){0, PCORI_NAP_NS}, NULL);
 		if (l->revoked < PCORI_BIAS_DOUBLINGS)
 			l->revoked++;
 	}
@@ -235,7 +237,8 @@ bool pcori_lock_revoke(pcori_lock_t *l, uint32_t me, bool wait)
 		else if (i < 2 * PCORI_BIAS_SPINS)
 			sched_yield();
 		else /* descheduled in there: do not burn a CPU */
-			nanosleep(&(struct timespec){0, 20000}, NULL);
+			nanosleep(&(struct timespec){0, PCORI_BIAS_NAP_NS},
+				  NULL);
 	}
 	l->last = me;
 	l->streak = 0;
