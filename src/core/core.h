@@ -800,6 +800,12 @@ typedef struct pcori_req {
 	 */
 	_Atomic(pcori_inbox_t *) inbox;
 	_Atomic uint32_t inbox_seq;
+	/*
+	 * line 4: the releasers' lock (handle.c).  Its own line: the thread
+	 * that keeps testing this slot soon holds its bias, and line 1 is
+	 * the completer's.
+	 */
+	alignas(PCORI_CACHELINE) pcori_lock_t rel;
 } pcori_req_t;
 
 _Static_assert(offsetof(pcori_req_t, gen) == PCORI_CACHELINE,

@@ -1,9 +1,10 @@
 /*
  * handle -- the request table behind handles: lifecycle, stale handles
  * after slot reuse, released and invalid values, capacity, that free
- * slots cached by threads come back when the threads go, and that a
+ * slots cached by threads come back when the threads go, that a
  * completion reaches a waiter asleep on its request (with membarrier and
- * with plain fences).
+ * with plain fences), and that a release biased to one thread still has
+ * exactly one winner when another thread tests the same handle.
  */
 #include "core/core.h"
 
@@ -274,6 +275,99 @@ static void test_sleeper(void)
 	CHECK(pcori_htable_live() == 0);
 }
 
+/*
+ * Releases meet in the slot's lock, biased to the thread that keeps
+ * testing the slot.  Another thread's test takes the bias back and alone
+ * gets the status; and when two threads test each handle at once, one
+ * gets its status and the other PCOR_ERR_BADHANDLE, whoever held the bias.
+ */
+#define RACES 400
+static struct {
+	_Atomic pcor_handle_t h; /* this round's handle; 0 between rounds */
+	_Atomic int done;        /* rounds the helper finished */
+	int rc[RACES];
+} race;
+
+static void *racer(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < RACES; i++) {
+		pcor_handle_t h;
+		for (long spin = 0; (h = atomic_load(&race.h)) == 0; spin++) {
+			CHECK(spin < 100000000);
+			if ((spin & 63) == 63)
+				sched_yield();
+		}
+		race.rc[i] = pcor_handle_test(h, PCOR_NONBLOCK);
+		atomic_store(&race.h, 0);
+		atomic_store(&race.done, i + 1);
+	}
+	return NULL;
+}
+
+static void test_biased_release(void)
+{
+	/* Free slots come back LIFO: the same few slots, again and again. */
+	pcori_req_t *r = NULL;
+	for (long i = 0;; i++) {
+		CHECK(i < 100000);
+		r = req_new();
+		/* No bias without membarrier: the races below still count. */
+		if (!pcori_asym_local ||
+		    (pcori_lock_me &&
+		     atomic_load(&r->rel.bias) == pcori_lock_me))
+			break;
+		pcori_req_complete(r, PCOR_OK);
+		CHECK_OK(pcor_handle_test(pcori_req_handle(r), PCOR_NONBLOCK));
+	}
+	pcor_handle_t h = pcori_req_handle(r);
+	pcori_req_complete(r, PCOR_ERR_TRUNCATE);
+	atomic_store(&race.done, 0);
+	atomic_store(&race.h, h);
+	pthread_t t;
+	th_thread_start(&t, racer, NULL);
+	for (long spin = 0; atomic_load(&race.done) < 1; spin++) {
+		CHECK(spin < 100000000);
+		sched_yield();
+	}
+	CHECK_RC(race.rc[0], PCOR_ERR_TRUNCATE);
+	CHECK(atomic_load(&r->rel.bias) == 0);
+	CHECK_RC(pcor_handle_test(h, PCOR_NONBLOCK), PCOR_ERR_BADHANDLE);
+	CHECK(pcori_req_lookup(h, NULL) == NULL);
+
+	int mine = 0, theirs = 0;
+	for (int i = 1; i < RACES; i++) {
+		/* Between rounds, enough solo tests to earn the bias back
+		 * now and then (each revocation doubles what it takes). */
+		for (int k = 0; k < (i % 7) * 40; k++) {
+			r = req_new();
+			pcori_req_complete(r, PCOR_OK);
+			CHECK_OK(pcor_handle_test(pcori_req_handle(r),
+						  PCOR_NONBLOCK));
+		}
+		r = req_new();
+		h = pcori_req_handle(r);
+		pcori_req_complete(r, PCOR_ERR_CANCELED);
+		atomic_store(&race.h, h);
+		int rc = pcor_handle_test(h, PCOR_NONBLOCK);
+		for (long spin = 0; atomic_load(&race.done) <= i; spin++) {
+			CHECK(spin < 100000000);
+			sched_yield();
+		}
+		if (rc == PCOR_ERR_CANCELED) {
+			CHECK_RC(race.rc[i], PCOR_ERR_BADHANDLE);
+			mine++;
+		} else {
+			CHECK_RC(rc, PCOR_ERR_BADHANDLE);
+			CHECK_RC(race.rc[i], PCOR_ERR_CANCELED);
+			theirs++;
+		}
+	}
+	th_thread_join(t);
+	CHECK(mine + theirs == RACES - 1);
+	CHECK(pcori_htable_live() == 0);
+}
+
 int main(void)
 {
 	CHECK(setenv("PCOR_MAX_HANDLES", "1024", 1) == 0);
@@ -288,6 +382,7 @@ int main(void)
 	 * real fences), then real fences; switched with no thread about. */
 	pcori_fence_choose(true);
 	test_sleeper();
+	test_biased_release();
 	pcori_fence_choose(false);
 	test_sleeper();
 	CHECK_OK(pcor_finalize());
