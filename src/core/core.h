@@ -538,7 +538,9 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(SHM_RING_SIZE, shm_ring_size, SIZE, "32k", 4096, 16 << 20,           \
 	  "pcor-shm: bytes of each per-pair receive ring (a power of two)")    \
 	X(SPIN_NS, spin_ns, INT, "20000", 0, 10000000000LL,                    \
-	  "how long a blocking wait spins before it sleeps (ns)")              \
+	  "how long a blocking wait spins before it sleeps (ns); a wait on "   \
+	  "another process spins up to twice as long as its thread's "         \
+	  "recent waits took, if that is under 0.5 ms; 0: never spins")        \
 	X(STATS, stats, INT, "0", 0, 1,                                        \
 	  "1: at finalize, print each port's counters on stderr, one line "    \
 	  "per port (pcor-stats,key=value,...)")                               \
@@ -897,6 +899,7 @@ typedef struct pcori_tls {
 	int thid_plus1;   /* 0: not a pcor thread */
 	uint32_t ncache;  /* free handle indexes cached here */
 	uint32_t cache[64];
+	uint64_t wait_avg_ns; /* recent waits on other processes (handle.c) */
 } pcori_tls_t;
 
 extern _Thread_local pcori_tls_t pcori_tls;
@@ -1015,6 +1018,36 @@ typedef struct pcori_rt {
 } pcori_rt_t;
 
 extern pcori_rt_t pcori_rt;
+
+/*
+ * How long a wait on another process spins before it sleeps.  A sleeper
+ * costs its peer: a futex wake with the message that ends the wait, and
+ * a membarrier interrupting the peer's CPU when it goes to sleep.  Where
+ * each wait takes a little longer than PCOR_SPIN_NS (a stream of large
+ * messages, one read of tens of microseconds each), those fall on every
+ * message, on the side doing the copying.  So a thread whose recent waits
+ * ended within PCORI_WAIT_SPIN_MAX_NS / 2 spins twice as long as they
+ * took; one whose waits are longer sleeps after PCOR_SPIN_NS as before.
+ * The average is kept by pcor_handle_test/wait (handle.c).
+ */
+#define PCORI_WAIT_SPIN_MAX_NS 500000u
+static inline int64_t pcori_wait_spin(void)
+{
+	int64_t base = pcori_rt.cfg.spin_ns;
+	uint64_t avg = pcori_tls.wait_avg_ns;
+	if (base <= 0 || avg > PCORI_WAIT_SPIN_MAX_NS / 2 ||
+	    (int64_t)(2 * avg) <= base)
+		return base;
+	return (int64_t)(2 * avg);
+}
+
+/* A wait of elapsed ns ended: a running average over the last few. */
+static inline void pcori_wait_took(uint64_t elapsed)
+{
+	uint64_t avg = pcori_tls.wait_avg_ns;
+	pcori_tls.wait_avg_ns = elapsed >= avg ? avg + (elapsed - avg) / 4
+					       : avg - (avg - elapsed) / 4;
+}
 
 /* PCOR_OK if the runtime is ready, else NOTINIT or FINALIZED. */
 static inline int pcori_rt_check(void)

@@ -444,19 +444,23 @@ static int req_sleep(pcori_req_t *r, uint32_t pending, int64_t spin_ns,
  * Spin-wait for r while polling the fabric, for up to spin_ns.  The clock
  * is first read after DRIVE_CLOCK_POLLS polls: a ping-pong's answer
  * usually comes within them, and a clock read costs as much as a poll.
+ * Returns that first reading (0: the wait ended before it); a wait that
+ * ends here is timed by the clock's readings in the loop (wait_took), as
+ * one more on the way back to the caller would delay its answer.
  */
 #define DRIVE_CLOCK_POLLS 16u
-static void drive_until(pcori_req_t *r, uint32_t gen,
-			const pcori_drive_ops_t *d, int64_t spin_ns,
-			uint64_t deadline)
+static uint64_t drive_until(pcori_req_t *r, uint32_t gen,
+			    const pcori_drive_ops_t *d, int64_t spin_ns,
+			    uint64_t deadline)
 {
-	uint64_t now = 0, end = 0, yield_at = 0;
+	uint64_t now = 0, end = 0, yield_at = 0, start = 0;
 	d->begin(r);
 	for (unsigned i = 1; req_pending(r, gen); i++) {
 		d->poll(r);
 		if ((i % DRIVE_CLOCK_POLLS) == 0) {
 			now = pcori_now_ns();
 			if (i == DRIVE_CLOCK_POLLS) {
+				start = now;
 				end = spin_ns > 0 ? now + (uint64_t)spin_ns
 						  : now;
 				if (end > deadline)
@@ -477,6 +481,9 @@ static void drive_until(pcori_req_t *r, uint32_t gen,
 		}
 	}
 	d->end(now);
+	if (!req_pending(r, gen))
+		pcori_wait_took(start ? now - start : 0);
+	return start;
 }
 
 /* Shared by pcor_handle_test and pcor_handle_wait. */
@@ -511,9 +518,13 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 			goto done;
 		}
 		int64_t spin = pcori_rt.cfg.spin_ns;
+		uint64_t start = 0;
 		/* Poll the fabric while spinning, then sleep where it arrives. */
+		bool slept = false;
 		if (d) {
-			drive_until(r, gen, d, spin, deadline);
+			start = drive_until(r, gen, d, pcori_wait_spin(),
+					    deadline);
+			slept = start && req_pending(r, gen);
 			spin = 0;
 		}
 		while (d && req_pending(r, gen) &&
@@ -534,6 +545,9 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 			if (rc)
 				return rc;
 		}
+		/* One that slept: a clock read now costs nothing. */
+		if (d && slept)
+			pcori_wait_took(pcori_now_ns() - start);
 		/*
 		 * The completer is done with the line we just read shared, and
 		 * our next request reuses this slot (LIFO): ask for it

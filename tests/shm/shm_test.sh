@@ -94,8 +94,12 @@ nocma)
 alltoall)
 	# Every thread posts all its sends before its receives: each process
 	# holds some 130 MiB of rendezvous copies until they are taken, past
-	# the default send budget (64 MiB).
-	PCOR_PROVIDERS=pcor-shm PCOR_SEND_BYTES=1g run_job 0 $((900 * mult)) \
+	# the default send budget (64 MiB).  A thousand threads on a small
+	# machine can keep a process's agent from answering for the default
+	# peer timeout (1.5 s), and a process declared lost is not what this
+	# case is about (kill is): a longer timeout.
+	PCOR_PROVIDERS=pcor-shm PCOR_SEND_BYTES=1g PCOR_PEER_TIMEOUT_MS=20000 \
+		run_job 0 $((900 * mult)) \
 		"$pcorrun" -n 4 --tag-output "$app" alltoall "$threads" "$marker"
 	expect_ok alltoall 4 ;;
 flood)

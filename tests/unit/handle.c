@@ -3,8 +3,9 @@
  * after slot reuse, released and invalid values, capacity, that free
  * slots cached by threads come back when the threads go, that a
  * completion reaches a waiter asleep on its request (with membarrier and
- * with plain fences), and that a release biased to one thread still has
- * exactly one winner when another thread tests the same handle.
+ * with plain fences), that a release biased to one thread still has
+ * exactly one winner when another thread tests the same handle, and how
+ * long a waiter spins given its recent waits.
  */
 #include "core/core.h"
 
@@ -368,6 +369,39 @@ static void test_biased_release(void)
 	CHECK(pcori_htable_live() == 0);
 }
 
+/*
+ * The spin before a sleep follows the thread's recent waits: twice their
+ * average while that is under half of PCORI_WAIT_SPIN_MAX_NS, else
+ * PCOR_SPIN_NS; never a spin when PCOR_SPIN_NS is 0.
+ */
+static void test_wait_spin(void)
+{
+	int64_t saved = pcori_rt.cfg.spin_ns;
+	pcori_tls.wait_avg_ns = 0;
+	for (int i = 0; i < 40; i++)
+		pcori_wait_took(80000);
+	CHECK(pcori_wait_spin() == 0); /* this test runs with PCOR_SPIN_NS=0 */
+	pcori_rt.cfg.spin_ns = 20000;
+	/* Waits of 80 us: the average converges, the spin is twice it. */
+	CHECK(pcori_tls.wait_avg_ns > 79000 && pcori_tls.wait_avg_ns <= 80000);
+	CHECK(pcori_wait_spin() == (int64_t)(2 * pcori_tls.wait_avg_ns));
+	/* Long waits: sleep after the configured spin, as before. */
+	for (int i = 0; i < 3; i++)
+		pcori_wait_took(2000000);
+	CHECK(pcori_tls.wait_avg_ns > PCORI_WAIT_SPIN_MAX_NS / 2);
+	CHECK(pcori_wait_spin() == 20000);
+	/* Short waits: never less than the configured spin. */
+	for (int i = 0; i < 60; i++)
+		pcori_wait_took(5000);
+	CHECK(pcori_tls.wait_avg_ns >= 5000 && pcori_tls.wait_avg_ns < 6000);
+	CHECK(pcori_wait_spin() == 20000);
+	for (int i = 0; i < 60; i++)
+		pcori_wait_took(0);
+	CHECK(pcori_wait_spin() == 20000);
+	pcori_rt.cfg.spin_ns = saved;
+	pcori_tls.wait_avg_ns = 0;
+}
+
 int main(void)
 {
 	CHECK(setenv("PCOR_MAX_HANDLES", "1024", 1) == 0);
@@ -378,6 +412,7 @@ int main(void)
 	test_stale();
 	test_invalid();
 	test_capacity();
+	test_wait_spin();
 	/* With membarrier where the kernel allows (PCOR_SPIN_NS=0 chose
 	 * real fences), then real fences; switched with no thread about. */
 	pcori_fence_choose(true);
