@@ -260,6 +260,15 @@ typedef struct pcori_lock {
 } pcori_lock_t;
 
 #define PCORI_LOCK_INITIALIZER {0}
+/*
+ * Biasing is off.  A thread that read bias == its token and was then
+ * descheduled before it stored inside can, after its bias was revoked
+ * and another thread earned one, overwrite that owner's inside and then
+ * clear it: a revoker then gets in beside the owner (ThreadSanitizer
+ * found it in unit/sync's test_lock, about one run in 150).  Until inside
+ * is written by the owner alone, every lock goes through word.
+ */
+#define PCORI_LOCK_BIAS 0
 #define PCORI_BIAS_STREAK 64u
 #define PCORI_BIAS_DOUBLINGS 16u
 

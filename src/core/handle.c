@@ -11,7 +11,8 @@
  *    one gets the status and the other PCOR_ERR_BADHANDLE.  A lock, not a
  *    CAS on gen: slots are reused LIFO by the thread that tests them, so
  *    the lock becomes biased to that thread and a release costs it no
- *    locked instruction (the last one a fast-path message paid per side).  The 11 generation bits in the handle make a
+ *    locked instruction (the last one a fast-path message paid per
+ *    side).  The 11 generation bits in the handle make a
  *    stale handle look valid only after 2047 reuses of its slot.  The slot
  *    keeps the generation its handles carry (hgen, 1..2047, one step per
  *    use), so making and checking a handle costs no division.
@@ -445,8 +446,9 @@ static int req_sleep(pcori_req_t *r, uint32_t pending, int64_t spin_ns,
  * is first read after DRIVE_CLOCK_POLLS polls: a ping-pong's answer
  * usually comes within them, and a clock read costs as much as a poll.
  * Returns that first reading (0: the wait ended before it); a wait that
- * ends here is timed by the clock's readings in the loop (wait_took), as
- * one more on the way back to the caller would delay its answer.
+ * ends here is timed by the clock's readings in the loop
+ * (pcori_wait_took), as one more on the way back to the caller would
+ * delay its answer.
  */
 #define DRIVE_CLOCK_POLLS 16u
 static uint64_t drive_until(pcori_req_t *r, uint32_t gen,
@@ -519,8 +521,8 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 		}
 		int64_t spin = pcori_rt.cfg.spin_ns;
 		uint64_t start = 0;
-		/* Poll the fabric while spinning, then sleep where it arrives. */
 		bool slept = false;
+		/* Poll the fabric while spinning, then sleep where it arrives. */
 		if (d) {
 			start = drive_until(r, gen, d, pcori_wait_spin(),
 					    deadline);

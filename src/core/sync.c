@@ -200,7 +200,7 @@ void pcori_lock_bias(pcori_lock_t *l, uint32_t me)
 {
 	l->streak = 0;
 	/* With real fences on the owner's side a bias saves nothing. */
-	if (pcori_asym_local)
+	if (PCORI_LOCK_BIAS && pcori_asym_local)
 		atomic_store_explicit(&l->bias, me, memory_order_relaxed);
 }
 

@@ -314,7 +314,7 @@ static void test_biased_release(void)
 		CHECK(i < 100000);
 		r = req_new();
 		/* No bias without membarrier: the races below still count. */
-		if (!pcori_asym_local ||
+		if (!PCORI_LOCK_BIAS || !pcori_asym_local ||
 		    (pcori_lock_me &&
 		     atomic_load(&r->rel.bias) == pcori_lock_me))
 			break;

@@ -380,6 +380,8 @@ int main(void)
 	test_lock();
 	test_lock_sleeper();
 	test_lock_hogged();
+	/* Earned here only where biasing is on (PCORI_LOCK_BIAS). */
+	test_bias(PCORI_LOCK_BIAS && pcori_asym_local);
 	/*
 	 * Again with the fences membarrier saves (the kernel may refuse it):
 	 * both sides then fence for real.  No thread runs while we switch.
