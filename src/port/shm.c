@@ -428,6 +428,13 @@ static void on_member(int pid, pcori_member_event_t ev, void *ctx)
 		shm_peer_t *d = shmp_peer_find(p, pid);
 		if (!d)
 			d = shmp_peer_new(p, pid);
+		/*
+		 * Before the protocol lets go of what we exposed to it: a
+		 * process declared failed may still run and read our memory,
+		 * and must learn after its read that it lost the race.
+		 */
+		if (ev == PCORI_EV_FAILURE)
+			pcori_shm_lost_note(p->hdr, pid);
 		if (d && !atomic_exchange(&d->dead, true))
 			atomic_fetch_add(&p->ndead, 1);
 		pcori_unlock(&p->peers_lock);
@@ -680,18 +687,33 @@ static int shm_read(pcori_port_t *bp, uint64_t src, void *dst, size_t len,
 	shm_peer_t *d = (shm_peer_t *)(uintptr_t)src;
 	if (!bp->can_read)
 		return PCOR_ERR_NOSUPPORT;
-	if (atomic_load_explicit(&d->dead, memory_order_acquire))
-		return PCOR_ERR_PEER_LOST;
 	/* Only what this peer exposed on a pcor-shm port. */
 	if (key != key_of(d->nonce))
 		return PCOR_ERR_PROTO;
 	/*
-	 * The receiver's thread copies now and completes at once: the
-	 * protocol calls read holding no lock, and a completion reported
-	 * from another thread could finish the rendezvous (and free it)
-	 * while the caller is still issuing its next chunk.
+	 * Counted as a reader before looking at dead (both sequentially
+	 * consistent): release_one, which sets dead first, then waits for
+	 * us before it unmaps the header read below.
 	 */
-	int st = cma_copy(d->ospid, dst, raddr, len);
+	atomic_fetch_add(&d->readers, 1);
+	int st = PCOR_ERR_PEER_LOST;
+	if (!atomic_load(&d->dead) && d->base) {
+		/*
+		 * The receiver's thread copies now and completes at once: the
+		 * protocol calls read holding no lock, and a completion
+		 * reported from another thread could finish the rendezvous
+		 * (and free it) while the caller is still issuing its next
+		 * chunk.  If the peer declared us lost meanwhile, it may have
+		 * let go of (and reused) what we read: the read fails.
+		 */
+		uint32_t before = atomic_load_explicit(&d->hdr->nlost,
+						       memory_order_relaxed);
+		st = cma_copy(d->ospid, dst, raddr, len);
+		if (st == PCOR_OK &&
+		    pcori_shm_lost_since(d->hdr, before, pcori_rt.pid))
+			st = PCOR_ERR_PEER_LOST;
+	}
+	atomic_fetch_sub_explicit(&d->readers, 1, memory_order_release);
 	if (st == PCOR_ERR_NOSUPPORT)
 		cma_disable(p, d->pid, st);
 	pcori_port_read_done(bp, ctx, st);

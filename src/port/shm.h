@@ -31,10 +31,11 @@
 #include "../core/core.h"
 
 #define PCORI_SHM_MAGIC 0x316d6873726f6370ull /* "pcorshm1" */
-#define PCORI_SHM_VERSION 5
+#define PCORI_SHM_VERSION 6
 #define PCORI_SHM_LINE 64    /* records, counters: cache-line aligned */
 #define PCORI_SHM_PAGE 4096
 #define PCORI_SHM_REC_HDR 8  /* record header bytes */
+#define PCORI_SHM_LOST_MAX 64 /* peers declared lost a header remembers */
 
 /* Record kinds in a ring. */
 #define PCORI_SHM_REC_INLINE 1 /* the message follows the record header */
@@ -104,7 +105,27 @@ typedef struct pcori_shm_hdr {
 	 */
 	alignas(PCORI_SHM_LINE) _Atomic uint32_t sleeping;
 	_Atomic uint32_t wake;
+	/*
+	 * Peers this process declared lost, noted before it let go of
+	 * anything it had exposed to them: a reader of its memory checks
+	 * after each read that it is not among them (pcori_shm_lost_since).
+	 * lost[i % PCORI_SHM_LOST_MAX] is the i-th; nlost counts them all.
+	 */
+	alignas(PCORI_SHM_LINE) _Atomic uint32_t nlost;
+	_Atomic int32_t lost[PCORI_SHM_LOST_MAX];
 } pcori_shm_hdr_t;
+
+/* The owner of h (its one writer) declares pid lost. */
+void pcori_shm_lost_note(pcori_shm_hdr_t *h, int32_t pid);
+
+/*
+ * A read from h's owner began when its nlost was `before` and has ended:
+ * true if pid had been declared lost by then, or if too many were since
+ * for the table to tell.  h may be a hostile peer's: any contents give
+ * an answer, nothing more.
+ */
+bool pcori_shm_lost_since(const pcori_shm_hdr_t *h, uint32_t before,
+			  int32_t pid);
 
 /*
  * A pcor-shm port's address in the directory: how a local peer opens the

@@ -47,6 +47,7 @@ typedef struct shm_peer {
 	bool gone;	       /* released: sends fail, mapping is gone */
 	_Atomic bool dead;     /* the directory says it left */
 	_Atomic bool released; /* its resources are let go of */
+	_Atomic uint32_t readers; /* threads in shm_read on its mapping */
 	struct shm_peer *next; /* in the port's list (peers_lock) */
 } shm_peer_t;
 

@@ -348,3 +348,36 @@ uint32_t pcori_shm_pool_sweep(pcori_shm_pool_t *p, bool full,
 	}
 	return freed;
 }
+
+/* ------------------------------------------------------ lost peers */
+
+void pcori_shm_lost_note(pcori_shm_hdr_t *h, int32_t pid)
+{
+	uint32_t n = atomic_load_explicit(&h->nlost, memory_order_relaxed);
+	atomic_store_explicit(&h->lost[n % PCORI_SHM_LOST_MAX], pid,
+			      memory_order_relaxed);
+	/* Release: a reader that sees the count sees the entry. */
+	atomic_store_explicit(&h->nlost, n + 1, memory_order_release);
+}
+
+bool pcori_shm_lost_since(const pcori_shm_hdr_t *h, uint32_t before,
+			  int32_t pid)
+{
+	/*
+	 * The read's loads before the count's: a reader that saw bytes the
+	 * owner wrote after noting us sees the note (the owner stores the
+	 * note, then lets go of the memory).
+	 */
+	atomic_thread_fence(memory_order_acquire);
+	uint32_t n = atomic_load_explicit(&h->nlost, memory_order_acquire);
+	if (n - before > PCORI_SHM_LOST_MAX)
+		return true;
+	uint32_t from = n > PCORI_SHM_LOST_MAX ? n - PCORI_SHM_LOST_MAX : 0;
+	for (uint32_t i = from; i != n; i++)
+		if (atomic_load_explicit(&h->lost[i % PCORI_SHM_LOST_MAX],
+					 memory_order_relaxed) == pid)
+			return true;
+	/* Entries overwritten while we looked: we cannot tell. */
+	return atomic_load_explicit(&h->nlost, memory_order_acquire) - before >
+	       PCORI_SHM_LOST_MAX;
+}

@@ -48,6 +48,9 @@ static void release_one(shm_port_t *p, shm_peer_t *d)
 				break;
 		shmp_rslot_reset(p, s);
 	}
+	/* dead is set: a reader that counted itself first is let finish. */
+	while (atomic_load(&d->readers))
+		sched_yield();
 	if (d->base) {
 		munmap(d->base, d->size);
 		d->base = NULL;

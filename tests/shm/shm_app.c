@@ -784,6 +784,97 @@ static int run_rogue(void)
 	return 0;
 }
 
+/* --------------------------------------------------- stopped reader */
+
+/*
+ * A reader declared lost while it still runs.  Process 0 posts a large
+ * receive and is stopped (SIGSTOP, by process 1) before the offer of the
+ * data reaches it; process 1's send ends PEER_LOST once the silence has
+ * been timed, it rewrites the buffer and lets 0 run again.  0's single
+ * copy read would now fetch memory its sender has let go of: the receive
+ * must fail, never complete with the rewritten bytes.
+ */
+#define SR_LEN ((size_t)8 << 20)
+#define SR_SENT 0xa5
+#define SR_REUSED 0x5a
+
+/* The state letter of a process in /proc, or 0 when it is gone. */
+static char proc_state(pid_t pid)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	char *got = fgets(line, sizeof(line), f);
+	fclose(f);
+	char *rp = got ? strrchr(line, ')') : NULL;
+	return rp && rp[1] == ' ' ? rp[2] : 0;
+}
+
+/* Wait (bounded) until pid's state is one of want ("" also when gone). */
+static bool proc_wait_state(pid_t pid, const char *want, int64_t limit_ns)
+{
+	int64_t end = now_ns() + limit_ns;
+	for (;;) {
+		char c = proc_state(pid);
+		if ((c && strchr(want, c)) || (!c && !*want))
+			return true;
+		if (!c && strchr(want, 'Z'))
+			return true; /* reaped already */
+		if (now_ns() > end)
+			return false;
+		sched_yield();
+	}
+}
+
+static int run_stopread(void)
+{
+	CHECK(np == 2);
+	CHECK(through_shm(1 - me));
+	barrier(96);
+	if (me == 0) {
+		uint8_t *buf = xmalloc(SR_LEN);
+		memset(buf, 0, SR_LEN);
+		pcor_handle_t hr, hs;
+		CHECK_OK(pcor_recv_copy(1, 0, 20, buf, SR_LEN, NULL, &hr));
+		int32_t os = (int32_t)getpid();
+		CHECK_OK(pcor_send_copy(1, 0, 21, &os, sizeof(os), &hs));
+		CHECK_OK(pcor_handle_test(hs, PCOR_BLOCK));
+		/* Stopped in here, and resumed fenced out. */
+		int rc = pcor_handle_test(hr, PCOR_BLOCK);
+		if (rc == PCOR_OK) {
+			size_t reused = 0;
+			for (size_t i = 0; i < SR_LEN; i++)
+				reused += buf[i] == SR_REUSED;
+			printf("stopread: completed, %zu bytes rewritten after "
+			       "the loss\n", reused);
+		}
+		CHECK_RC(rc, PCOR_ERR_PEER_LOST);
+		printf("stopread: receive ended with PEER_LOST\n");
+		free(buf);
+		return 0;
+	}
+	int32_t os = 0;
+	pcor_handle_t h;
+	CHECK_OK(pcor_recv_copy(0, 0, 21, &os, sizeof(os), NULL, &h));
+	CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+	CHECK(os > 0);
+	CHECK(kill(os, SIGSTOP) == 0);
+	CHECK(proc_wait_state(os, "Tt", 30 * SEC));
+	uint8_t *buf = dma(SR_LEN);
+	memset(buf, SR_SENT, SR_LEN);
+	CHECK_OK(pcor_send_dma(0, 0, 20, buf, SR_LEN, 0, &h));
+	/* Declared lost after its silence: the buffer is ours again. */
+	CHECK_RC(pcor_handle_test(h, PCOR_BLOCK), PCOR_ERR_PEER_LOST);
+	memset(buf, SR_REUSED, SR_LEN);
+	CHECK(kill(os, SIGCONT) == 0);
+	/* It reads our memory until it ends: keep the rewritten bytes. */
+	CHECK(proc_wait_state(os, "Z", 120 * SEC));
+	pcor_dma_free(buf);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -812,6 +903,8 @@ int main(int argc, char **argv)
 		rc = run_spawned();
 	else if (!strcmp(c, "rogue"))
 		rc = run_rogue();
+	else if (!strcmp(c, "stopread"))
+		rc = run_stopread();
 	else
 		SKIP("unknown case %s", c);
 	CHECK_OK(pcor_finalize());

@@ -17,6 +17,9 @@
 #   kill        a peer dies by SIGKILL mid-transfer
 #   spawn       a process added with pcor_spawn talks over pcor-shm
 #   rogue       a peer scribbles on its ring; the victim carries on
+#   stopread    a receiver stopped before a large message's offer is
+#               declared lost; its sender reuses the buffer and resumes
+#               it: the receive fails, never takes the rewritten bytes
 # SHM_MAX (default 256m) caps the sizes cases; SHM_THREADS (250) the
 # threads per process of alltoall.
 set -u
@@ -125,6 +128,13 @@ rogue)
 	run_job 0 $((300 * mult)) "$pcorrun" -n 3 --tag-output "$app" rogue \
 		"$marker"
 	expect_ok rogue 3 ;;
+stopread)
+	PCOR_PROVIDERS=pcor-shm PCOR_PEER_TIMEOUT_MS=$((500 * mult)) \
+		run_job 0 $((120 * mult)) "$pcorrun" -n 2 --tag-output "$app" \
+		stopread "$marker"
+	expect_ok stopread 2
+	grep -q "stopread: receive ended with PEER_LOST" "$tmp/out" ||
+		fail "the receive did not end with PEER_LOST" ;;
 *)
 	echo "unknown case $case_"; exit 2 ;;
 esac

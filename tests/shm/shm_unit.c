@@ -421,6 +421,48 @@ static void test_pool_model(void)
 	pcori_shm_pool_fini(&p);
 }
 
+/*
+ * The table of peers a process declared lost: a read that began before a
+ * note of our pid learns of it after; notes of others, or of us before
+ * the window scrolled past, are told apart; a count moved too far (by
+ * the owner or a hostile writer) answers "lost" rather than guess.
+ */
+static void test_lost(void)
+{
+	static pcori_shm_hdr_t h; /* zeroed, as a fresh segment */
+	const int32_t me = 7;
+	CHECK(!pcori_shm_lost_since(&h, 0, me));
+	pcori_shm_lost_note(&h, 3);
+	CHECK(!pcori_shm_lost_since(&h, 0, me));
+	uint32_t before = atomic_load(&h.nlost);
+	pcori_shm_lost_note(&h, me);
+	CHECK(pcori_shm_lost_since(&h, before, me));
+	CHECK(!pcori_shm_lost_since(&h, before, 3 + 100));
+	/* Noted before the read began: still seen while in the window. */
+	for (int i = 0; i < PCORI_SHM_LOST_MAX - 2; i++)
+		pcori_shm_lost_note(&h, 1000 + i);
+	CHECK(atomic_load(&h.nlost) == PCORI_SHM_LOST_MAX);
+	CHECK(pcori_shm_lost_since(&h, atomic_load(&h.nlost), me));
+	/* One more note scrolls our entry out: from now on, not lost. */
+	pcori_shm_lost_note(&h, 2000);
+	pcori_shm_lost_note(&h, 2001);
+	CHECK(!pcori_shm_lost_since(&h, atomic_load(&h.nlost), me));
+	CHECK(pcori_shm_lost_since(&h, atomic_load(&h.nlost), 2001));
+	/* More notes during one read than the table holds: cannot tell. */
+	before = atomic_load(&h.nlost);
+	for (int i = 0; i <= PCORI_SHM_LOST_MAX; i++)
+		pcori_shm_lost_note(&h, 3000 + i);
+	CHECK(pcori_shm_lost_since(&h, before, me));
+	/* A count written backwards or garbage: an answer, no fault. */
+	atomic_store(&h.nlost, 5);
+	CHECK(pcori_shm_lost_since(&h, 100, me));
+	atomic_store(&h.nlost, UINT32_MAX);
+	CHECK(pcori_shm_lost_since(&h, 0, me));
+	/* Every index stays in the table (ASan would see one outside). */
+	for (uint32_t b = UINT32_MAX - 70; b != 2; b++)
+		(void)pcori_shm_lost_since(&h, b, me);
+}
+
 int main(void)
 {
 	test_layout();
@@ -430,6 +472,7 @@ int main(void)
 	test_ring_threads();
 	test_pool();
 	test_pool_model();
+	test_lost();
 	printf("shm_unit: ok\n");
 	return 0;
 }
