@@ -237,20 +237,24 @@ void pcori_sleep_counted(_Atomic uint32_t *count, _Atomic uint32_t *word,
  * for long stretches (the thread that sends, or that waits and drives
  * progress, while its dispatcher is parked).  After PCORI_BIAS_STREAK
  * takes in a row by one thread, bias names it and it enters without word:
- * it stores its token in inside, fences for the compiler and checks that
- * bias still names it (Dekker's pairing, the light side).  Any other
- * thread takes word, clears bias, makes every running thread of the
- * process fence (membarrier) and waits until inside is empty: the owner
- * either was seen inside or will see the bias gone.  Each such revocation
- * doubles the streak the lock needs to be biased again, so a lock shared
- * in turn stops paying for it.  Only with the asymmetric fences on.
- * Tokens are small per-thread numbers (pcori_lock_me), never reused.
+ * it notes the lock in its own owner record (pcori_lock_owner_t, a line
+ * only it writes), fences for the compiler and checks that bias still
+ * names it (Dekker's pairing, the light side).  Any other thread takes
+ * word, clears bias, makes every running thread of the process fence
+ * (membarrier) and waits until the owner's record no longer holds the
+ * lock: the owner either was seen in or will see the bias gone.  The
+ * record is the owner's alone so that a thread that read an old bias and
+ * was descheduled before it noted itself cannot disturb what another,
+ * later owner noted.  Each revocation doubles the streak the lock needs
+ * to be biased again, so a lock shared in turn stops paying for it.  Only
+ * with the asymmetric fences on.  Tokens are small per-thread numbers
+ * (pcori_lock_me), handed back when a thread ends.
  */
 typedef struct pcori_lock {
 	_Atomic uint32_t word;
 	_Atomic uint32_t sleepers;
 	_Atomic uint32_t bias;   /* token of the owning thread, or 0 */
-	_Atomic uint32_t inside; /* bias's token while it is in (it alone writes) */
+	uint32_t gone;           /* under word: a revoked owner not seen out */
 	uint32_t last;           /* under word: who took it last, */
 	uint32_t streak;         /* how many times in a row */
 	uint32_t revoked;        /* revocations so far (capped) */
@@ -261,19 +265,34 @@ typedef struct pcori_lock {
 
 #define PCORI_LOCK_INITIALIZER {0}
 /*
- * Biasing is off.  A thread that read bias == its token and was then
- * descheduled before it stored inside can, after its bias was revoked
- * and another thread earned one, overwrite that owner's inside and then
- * clear it: a revoker then gets in beside the owner (ThreadSanitizer
- * found it in unit/sync's test_lock, about one run in 150).  Until inside
- * is written by the owner alone, every lock goes through word.
+ * Biasing is compiled in only with meson's -Dlock_bias=true (the
+ * ThreadSanitizer build of scripts/test.sh has it).  Off by default: the
+ * checks it adds to every lock and unlock cost the 8-byte round trip
+ * about 10 ns, more than owned locks save on today's message path
+ * (docs/BENCHMARKS.md).
  */
+#ifndef PCORI_LOCK_BIAS
 #define PCORI_LOCK_BIAS 0
+#endif
 #define PCORI_BIAS_STREAK 64u
 #define PCORI_BIAS_DOUBLINGS 16u
+/* Biased locks one thread can be in at once; a further one takes word. */
+#define PCORI_LOCK_NEST 4
+/* Tokens below this can own locks (live threads; tokens are reused). */
+#define PCORI_LOCK_OWNERS 4096u
 
+/* The locks a thread is in through its bias: it alone writes them. */
+typedef struct pcori_lock_owner {
+	alignas(PCORI_CACHELINE) _Atomic(pcori_lock_t *) in[PCORI_LOCK_NEST];
+	uint32_t next_free; /* a free token's successor (sync.c) */
+} pcori_lock_owner_t;
+
+extern pcori_lock_owner_t pcori_lock_owners[PCORI_LOCK_OWNERS];
 /* This thread's token; 0 until it first takes a lock through word. */
 extern _Thread_local uint32_t pcori_lock_me
+	__attribute__((tls_model("initial-exec")));
+/* How many locks this thread is in through its bias. */
+extern _Thread_local uint32_t pcori_lock_nbiased
 	__attribute__((tls_model("initial-exec")));
 uint32_t pcori_lock_me_new(void);
 
@@ -281,15 +300,33 @@ void pcori_lock_slow(pcori_lock_t *l);
 /* Bias l to me (holding word). */
 void pcori_lock_bias(pcori_lock_t *l, uint32_t me);
 /*
- * Holding word, l is biased to another thread or one is still inside:
- * revoke the bias and wait for it to leave.  !wait (trylock): do not
- * wait; let go of word and return false if one is inside.
+ * Holding word, l is biased to another thread or a revoked owner may
+ * still be in: revoke the bias and wait for it to leave.  !wait
+ * (trylock): do not wait; let go of word and return false if it is in.
  */
 bool pcori_lock_revoke(pcori_lock_t *l, uint32_t me, bool wait);
 
 static inline void pcori_lock_init(pcori_lock_t *l)
 {
 	memset(l, 0, sizeof(*l));
+}
+
+/* The slot of token t's record that holds l, or -1. */
+static inline int pcori_lock_slot(uint32_t t, const pcori_lock_t *l,
+				  memory_order mo)
+{
+	pcori_lock_owner_t *o = &pcori_lock_owners[t];
+	for (int k = 0; k < PCORI_LOCK_NEST; k++)
+		if (atomic_load_explicit(&o->in[k], mo) == l)
+			return k;
+	return -1;
+}
+
+/* Is this thread in l through its bias? */
+static inline bool pcori_lock_in_biased(const pcori_lock_t *l)
+{
+	return PCORI_LOCK_BIAS && pcori_lock_nbiased &&
+	       pcori_lock_slot(pcori_lock_me, l, memory_order_relaxed) >= 0;
 }
 
 #ifdef PCOR_LOCK_DEBUG
@@ -305,21 +342,26 @@ pid_t pcori_gettid(void);
 #define PCORI_ASSERT_LOCKED(l)                                                 \
 	PCORI_ASSERT(                                                          \
 	    atomic_load_explicit(&(l)->word, memory_order_relaxed) != 0 ||     \
-	    atomic_load_explicit(&(l)->inside, memory_order_relaxed) != 0)
+	    pcori_lock_in_biased(l))
 #endif
 
-/* The owner's way in: true if in. */
+/* The owner's way in (b: its token, which bias named): true if in. */
 static inline bool pcori_lock_enter_biased(pcori_lock_t *l, uint32_t b)
 {
-	atomic_store_explicit(&l->inside, b, memory_order_relaxed);
+	pcori_lock_owner_t *o = &pcori_lock_owners[b];
+	int k = pcori_lock_slot(b, NULL, memory_order_relaxed);
+	if (k < 0)
+		return false; /* nested too deep: through word */
+	atomic_store_explicit(&o->in[k], l, memory_order_relaxed);
 	/* The store before the load: pcori_lock_revoke fences heavy. */
 	pcori_fence_light_local();
 	if (PCORI_LIKELY(atomic_load_explicit(&l->bias, memory_order_relaxed) ==
 			 b)) {
+		pcori_lock_nbiased++;
 		PCORI_LOCK_SET_OWNER_(l, pcori_gettid());
 		return true;
 	}
-	atomic_store_explicit(&l->inside, 0, memory_order_release);
+	atomic_store_explicit(&o->in[k], NULL, memory_order_release);
 	return false;
 }
 
@@ -329,17 +371,13 @@ static inline bool pcori_lock_enter_biased(pcori_lock_t *l, uint32_t b)
  */
 static inline bool pcori_lock_settle(pcori_lock_t *l, bool wait)
 {
+	if (!PCORI_LOCK_BIAS)
+		return true;
 	uint32_t me = pcori_lock_me;
 	if (PCORI_UNLIKELY(!me))
 		me = pcori_lock_me_new();
 	uint32_t b = atomic_load_explicit(&l->bias, memory_order_relaxed);
-	/*
-	 * Acquire: an owner that a trylock found inside (and left the bias
-	 * revoked) may since have left; its writes are ours to see.
-	 */
-	if (PCORI_UNLIKELY((b && b != me) ||
-			   atomic_load_explicit(&l->inside,
-						memory_order_acquire)))
+	if (PCORI_UNLIKELY((b && b != me) || l->gone))
 		return pcori_lock_revoke(l, me, wait);
 	if (l->last != me) {
 		l->last = me;
@@ -355,7 +393,8 @@ static inline bool pcori_lock_settle(pcori_lock_t *l, bool wait)
 static inline void pcori_lock(pcori_lock_t *l)
 {
 	uint32_t b = atomic_load_explicit(&l->bias, memory_order_relaxed);
-	if (b && b == pcori_lock_me && pcori_lock_enter_biased(l, b))
+	if (PCORI_LOCK_BIAS && b && b == pcori_lock_me &&
+	    pcori_lock_enter_biased(l, b))
 		return;
 	uint32_t zero = 0;
 	if (!atomic_compare_exchange_strong_explicit(&l->word, &zero, 1,
@@ -366,14 +405,28 @@ static inline void pcori_lock(pcori_lock_t *l)
 	PCORI_LOCK_SET_OWNER_(l, pcori_gettid());
 }
 
+/* Let go of word (the way in of everyone but a biased owner). */
+static inline void pcori_unlock_word(pcori_lock_t *l)
+{
+	atomic_store_explicit(&l->word, 0, memory_order_release);
+	/* The store before the load: the sleeper's side of pcori_lock_slow. */
+	pcori_fence_light_local();
+	if (PCORI_UNLIKELY(
+		atomic_load_explicit(&l->sleepers, memory_order_relaxed)))
+		pcori_futex_wake(&l->word, 1);
+}
+
 static inline bool pcori_trylock(pcori_lock_t *l)
 {
 	uint32_t b = atomic_load_explicit(&l->bias, memory_order_relaxed);
-	/* Not when in already (through either way): a trylock says busy. */
-	if (b && b == pcori_lock_me &&
-	    !atomic_load_explicit(&l->inside, memory_order_relaxed) &&
-	    !atomic_load_explicit(&l->word, memory_order_relaxed))
-		return pcori_lock_enter_biased(l, b);
+	if (PCORI_LOCK_BIAS && b && b == pcori_lock_me) {
+		/* In already, or a taker about to revoke: busy. */
+		if (atomic_load_explicit(&l->word, memory_order_relaxed) ||
+		    pcori_lock_in_biased(l))
+			return false;
+		if (pcori_lock_enter_biased(l, b))
+			return true;
+	}
 	uint32_t zero = 0;
 	if (!atomic_compare_exchange_strong_explicit(&l->word, &zero, 1,
 						     memory_order_acquire,
@@ -388,18 +441,18 @@ static inline bool pcori_trylock(pcori_lock_t *l)
 static inline void pcori_unlock(pcori_lock_t *l)
 {
 	PCORI_LOCK_SET_OWNER_(l, 0);
-	uint32_t in = atomic_load_explicit(&l->inside, memory_order_relaxed);
-	if (in && in == pcori_lock_me) {
-		/* Release: a revoker that sees it empty sees our writes. */
-		atomic_store_explicit(&l->inside, 0, memory_order_release);
-		return;
+	if (PCORI_LOCK_BIAS && pcori_lock_nbiased) {
+		int k = pcori_lock_slot(pcori_lock_me, l, memory_order_relaxed);
+		if (k >= 0) {
+			/* Release: a revoker that sees it out sees our writes. */
+			atomic_store_explicit(
+				&pcori_lock_owners[pcori_lock_me].in[k], NULL,
+				memory_order_release);
+			pcori_lock_nbiased--;
+			return;
+		}
 	}
-	atomic_store_explicit(&l->word, 0, memory_order_release);
-	/* The store before the load: the sleeper's side of pcori_lock_slow. */
-	pcori_fence_light_local();
-	if (PCORI_UNLIKELY(
-		atomic_load_explicit(&l->sleepers, memory_order_relaxed)))
-		pcori_futex_wake(&l->word, 1);
+	pcori_unlock_word(l);
 }
 
 /* ---------------------------------------------------------------- knobs */
@@ -811,12 +864,14 @@ typedef struct pcori_req {
 	 */
 	_Atomic(pcori_inbox_t *) inbox;
 	_Atomic uint32_t inbox_seq;
+#if PCORI_LOCK_BIAS
 	/*
 	 * line 4: the releasers' lock (handle.c).  Its own line: the thread
 	 * that keeps testing this slot soon holds its bias, and line 1 is
 	 * the completer's.
 	 */
 	alignas(PCORI_CACHELINE) pcori_lock_t rel;
+#endif
 } pcori_req_t;
 
 _Static_assert(offsetof(pcori_req_t, gen) == PCORI_CACHELINE,

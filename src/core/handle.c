@@ -7,12 +7,12 @@
  *    for the runtime's life and lookup is two loads.
  *  - A handle is (generation << 20) | index.  The slot's gen counter is odd
  *    while allocated and even while free; release turns it odd -> even
- *    under the slot's lock, so of two threads testing one handle exactly
- *    one gets the status and the other PCOR_ERR_BADHANDLE.  A lock, not a
- *    CAS on gen: slots are reused LIFO by the thread that tests them, so
- *    the lock becomes biased to that thread and a release costs it no
- *    locked instruction (the last one a fast-path message paid per
- *    side).  The 11 generation bits in the handle make a
+ *    with a CAS, so of two threads testing one handle exactly one gets
+ *    the status and the other PCOR_ERR_BADHANDLE.  Where locks can be
+ *    biased (PCORI_LOCK_BIAS) it does so under the slot's own lock
+ *    instead: slots are reused LIFO by the thread that tests them, so the
+ *    lock becomes biased to that thread and a release costs it no locked
+ *    instruction.  The 11 generation bits in the handle make a
  *    stale handle look valid only after 2047 reuses of its slot.  The slot
  *    keeps the generation its handles carry (hgen, 1..2047, one step per
  *    use), so making and checking a handle costs no division.
@@ -106,7 +106,9 @@ static bool grow(void)
 	for (uint32_t i = 0; i < PCORI_HCHUNK; i++) {
 		c[i].index = n * PCORI_HCHUNK + i;
 		pcori_list_init(&c[i].link);
+#if PCORI_LOCK_BIAS
 		pcori_lock_init(&c[i].rel);
+#endif
 	}
 	atomic_store_explicit(&ht.chunks[n], c, memory_order_release);
 	atomic_store_explicit(&ht.nchunks, n + 1, memory_order_release);
@@ -233,11 +235,18 @@ static void report(const pcori_req_t *r, int status)
  */
 static bool release(pcori_req_t *r, uint32_t gen, int *status_p)
 {
+#if PCORI_LOCK_BIAS
 	pcori_lock(&r->rel);
 	bool won = atomic_load_explicit(&r->gen, memory_order_relaxed) == gen;
 	if (won)
 		atomic_store_explicit(&r->gen, gen + 1, memory_order_release);
 	pcori_unlock(&r->rel);
+#else
+	/* Without biasing one CAS costs less than an unbiased lock. */
+	bool won = atomic_compare_exchange_strong_explicit(
+		&r->gen, &gen, gen + 1, memory_order_acq_rel,
+		memory_order_relaxed);
+#endif
 	if (!won)
 		return false;
 	if (status_p) {

@@ -182,17 +182,68 @@ void pcori_lock_slow(pcori_lock_t *l)
 }
 
 _Thread_local uint32_t pcori_lock_me __attribute__((tls_model("initial-exec")));
-static _Atomic uint32_t lock_tokens;
+_Thread_local uint32_t pcori_lock_nbiased
+	__attribute__((tls_model("initial-exec")));
+pcori_lock_owner_t pcori_lock_owners[PCORI_LOCK_OWNERS];
+
+/*
+ * Tokens: a thread's comes back when it ends, so that a process that
+ * starts and ends threads all day keeps tokens that can own locks.  A
+ * reused token may find a lock still biased to it: it is one live thread,
+ * so that is safe.  The list is taken rarely (a thread's first lock, its
+ * end) and under a plain mutex, kept usable across fork.
+ */
+static pthread_mutex_t tokens_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t tokens_next = 1; /* under tokens_mu: none from here used */
+static uint32_t tokens_free;     /* under tokens_mu: a stack, 0 empty */
+static pthread_key_t tokens_key;
+static pthread_once_t tokens_once = PTHREAD_ONCE_INIT;
+
+static void tokens_lock(void)
+{
+	pthread_mutex_lock(&tokens_mu);
+}
+
+static void tokens_unlock(void)
+{
+	pthread_mutex_unlock(&tokens_mu);
+}
+
+static void token_put(void *arg)
+{
+	uint32_t t = (uint32_t)(uintptr_t)arg;
+	/* In a lock as it ends (a bug elsewhere): keep it out of reuse. */
+	if (pcori_lock_nbiased)
+		return;
+	pcori_lock_me = 0;
+	if (t >= PCORI_LOCK_OWNERS)
+		return;
+	tokens_lock();
+	pcori_lock_owners[t].next_free = tokens_free;
+	tokens_free = t;
+	tokens_unlock();
+}
+
+static void tokens_setup(void)
+{
+	if (pthread_key_create(&tokens_key, token_put) != 0)
+		pcori_panic(__FILE__, __LINE__, "pthread_key_create");
+	pthread_atfork(tokens_lock, tokens_unlock, tokens_unlock);
+}
 
 uint32_t pcori_lock_me_new(void)
 {
-	/* 2^32 threads in one process before a token could repeat. */
-	uint32_t t;
-	do
-		t = atomic_fetch_add_explicit(&lock_tokens, 1,
-					      memory_order_relaxed) + 1;
-	while (!t);
+	pthread_once(&tokens_once, tokens_setup);
+	tokens_lock();
+	uint32_t t = tokens_free;
+	if (t)
+		tokens_free = pcori_lock_owners[t].next_free;
+	else if ((t = tokens_next++) == 0) /* 2^32 threads: skip 0 */
+		t = tokens_next++;
+	tokens_unlock();
 	pcori_lock_me = t;
+	/* Handed back as the thread ends (should this fail, never). */
+	pthread_setspecific(tokens_key, (void *)(uintptr_t)t);
 	return t;
 }
 
@@ -200,21 +251,24 @@ void pcori_lock_bias(pcori_lock_t *l, uint32_t me)
 {
 	l->streak = 0;
 	/* With real fences on the owner's side a bias saves nothing. */
-	if (PCORI_LOCK_BIAS && pcori_asym_local)
+	if (PCORI_LOCK_BIAS && pcori_asym_local && me < PCORI_LOCK_OWNERS)
 		atomic_store_explicit(&l->bias, me, memory_order_relaxed);
 }
 
-/* Spins on inside before yielding the CPU to an owner that may not run,
- * and the nap once yielding has not let it out either. */
+/* Spins on the owner's record before yielding the CPU to an owner that
+ * may not run, and the nap once yielding has not let it out either. */
 #define PCORI_BIAS_SPINS 1000
 #define PCORI_BIAS_NAP_NS 20000
 
 bool pcori_lock_revoke(pcori_lock_t *l, uint32_t me, bool wait)
 {
-	if (atomic_load_explicit(&l->bias, memory_order_relaxed)) {
+	uint32_t owner = atomic_load_explicit(&l->bias, memory_order_relaxed);
+	if (owner) {
+		/* One revoked owner at a time: a bias is earned through here. */
+		PCORI_ASSERT(!l->gone);
 		atomic_store_explicit(&l->bias, 0, memory_order_relaxed);
 		/*
-		 * The heavy side: after it, the owner's store to inside is
+		 * The heavy side: after it, the owner's note in its record is
 		 * seen here, or its check of bias sees 0.  Should membarrier
 		 * fail (a child forked without registering), time stands in
 		 * for it, as for a sleeper: a nap on, both stores have long
@@ -224,12 +278,16 @@ bool pcori_lock_revoke(pcori_lock_t *l, uint32_t me, bool wait)
 			nanosleep(&(struct timespec){0, PCORI_NAP_NS}, NULL);
 		if (l->revoked < PCORI_BIAS_DOUBLINGS)
 			l->revoked++;
+	} else {
+		owner = l->gone;
 	}
+	/* Acquire: once it is out, its writes under the lock are ours. */
 	for (unsigned i = 0;
-	     atomic_load_explicit(&l->inside, memory_order_acquire); i++) {
+	     pcori_lock_slot(owner, l, memory_order_acquire) >= 0; i++) {
 		if (!wait) {
-			/* It is inside: busy.  The next taker waits for it. */
-			pcori_unlock(l);
+			/* It is in: busy.  The next taker waits for it. */
+			l->gone = owner;
+			pcori_unlock_word(l);
 			return false;
 		}
 		if (i < PCORI_BIAS_SPINS)
@@ -240,6 +298,7 @@ bool pcori_lock_revoke(pcori_lock_t *l, uint32_t me, bool wait)
 			nanosleep(&(struct timespec){0, PCORI_BIAS_NAP_NS},
 				  NULL);
 	}
+	l->gone = 0;
 	l->last = me;
 	l->streak = 0;
 	return true;

@@ -1,7 +1,8 @@
 /*
  * sync -- the low-level primitives: the futex lock (mutual exclusion,
  * trylock, sleepers woken, a waiter not kept out by a thread that takes
- * the lock back in a loop, bias earned, revoked and re-earned, with
+ * the lock back in a loop, bias earned, revoked and re-earned, an old
+ * owner that comes back late, tokens reused (biasing where compiled in), with
  * membarrier and with plain fences), waiting on a completion word (no
  * wait when done, timeouts, the sleeper bit, a wake reaching a sleeping
  * waiter) and the futex timeout itself.
@@ -76,6 +77,12 @@ static void *blocked(void *arg)
 
 static void test_lock_sleeper(void)
 {
+	/*
+	 * Fresh: a token handed back by test_lock's threads may be ours now
+	 * and the lock biased to it; a taker would then wait on the record,
+	 * not sleep on word.
+	 */
+	pcori_lock_init(&lock);
 	pcori_lock(&lock);
 	pthread_t t;
 	th_thread_start(&t, blocked, NULL);
@@ -181,17 +188,18 @@ static void test_bias(bool light)
 	guarded = 0;
 	take_many(PCORI_BIAS_STREAK + 1);
 	uint32_t me = pcori_lock_me;
-	CHECK(me != 0);
+	/* A token is handed out by the first take where biasing can be. */
+	CHECK(me != 0 || !PCORI_LOCK_BIAS);
 	CHECK(atomic_load(&block.bias) == (light ? me : 0));
 	if (!light) {
 		CHECK(guarded == PCORI_BIAS_STREAK + 1);
 		return;
 	}
-	/* In through the bias: word stays free, inside names us. */
+	/* In through the bias: word stays free, our record names it. */
 	pcori_lock(&block);
 	PCORI_ASSERT_LOCKED(&block);
 	CHECK(atomic_load(&block.word) == 0);
-	CHECK(atomic_load(&block.inside) == me);
+	CHECK(pcori_lock_in_biased(&block));
 	CHECK(!pcori_trylock(&block)); /* not twice */
 
 	/* A trylock from elsewhere revokes, finds us inside: busy. */
@@ -202,9 +210,11 @@ static void test_bias(bool light)
 	CHECK(atomic_load(&other_try) == -1);
 	CHECK(atomic_load(&block.bias) == 0);
 	CHECK(atomic_load(&block.word) == 0);
-	CHECK(atomic_load(&block.inside) == me);
+	CHECK(block.gone == me);
+	CHECK(pcori_lock_in_biased(&block));
 	pcori_unlock(&block);
-	CHECK(atomic_load(&block.inside) == 0);
+	CHECK(!pcori_lock_in_biased(&block));
+	CHECK(pcori_lock_nbiased == 0);
 
 	/* Earn it again; a lock from elsewhere waits until we leave. */
 	take_many((PCORI_BIAS_STREAK << 1) + 1);
@@ -213,7 +223,7 @@ static void test_bias(bool light)
 	atomic_store(&other_in, 0);
 	atomic_store(&other_done, 0);
 	th_thread_start(&t, other_taker, NULL);
-	/* Revoked: it holds word and waits for inside to empty. */
+	/* Revoked: it holds word and waits for us to leave. */
 	for (long i = 0; atomic_load(&block.bias) != 0; i++) {
 		CHECK(i < 100000000);
 		sched_yield();
@@ -228,14 +238,92 @@ static void test_bias(bool light)
 	th_thread_join(t);
 	CHECK(atomic_load(&other_done) == 1);
 	CHECK(block.revoked == 2);
-	CHECK(guarded == PCORI_BIAS_STREAK + 1 + 1 + (PCORI_BIAS_STREAK << 1) +
-				 1 + 1 + 1);
+	/* Two streaks, then our take and the other's. */
+	CHECK(guarded == PCORI_BIAS_STREAK + 1 + (PCORI_BIAS_STREAK << 1) + 1 +
+				 1 + 1);
 
 	/* Back through word: not ours until a doubled streak. */
 	take_many(PCORI_BIAS_STREAK << 1);
 	CHECK(atomic_load(&block.bias) == 0);
 	take_many(PCORI_BIAS_STREAK << 2);
 	CHECK(atomic_load(&block.bias) == me);
+}
+
+/*
+ * A thread that read an old bias and was descheduled before it noted
+ * itself comes back while another thread owns the lock and is in: its
+ * attempt fails and leaves the owner's record alone, so a taker from
+ * elsewhere still finds the owner in and waits (a shared "inside" word
+ * let that taker in beside the owner).
+ */
+static _Atomic int stale_rc = -1;
+
+static void *stale_owner(void *arg)
+{
+	(void)arg;
+	/* A token of its own, as the thread that once owned the bias. */
+	pcori_lock(&lock);
+	pcori_unlock(&lock);
+	uint32_t stale = pcori_lock_me;
+	CHECK(stale != 0 && stale != atomic_load(&block.bias));
+	atomic_store(&stale_rc, pcori_lock_enter_biased(&block, stale));
+	CHECK(pcori_lock_nbiased == 0);
+	CHECK(pcori_lock_slot(stale, &block, memory_order_relaxed) < 0);
+	return NULL;
+}
+
+static void test_bias_stale(void)
+{
+	pcori_lock_init(&block);
+	take_many(PCORI_BIAS_STREAK + 1);
+	uint32_t me = pcori_lock_me;
+	CHECK(atomic_load(&block.bias) == me);
+	pcori_lock(&block);
+	CHECK(pcori_lock_in_biased(&block));
+	pthread_t t;
+	th_thread_start(&t, stale_owner, NULL);
+	th_thread_join(t);
+	CHECK(atomic_load(&stale_rc) == 0);
+	CHECK(pcori_lock_slot(me, &block, memory_order_relaxed) >= 0);
+	/* Still ours: a trylock from elsewhere revokes and finds us in. */
+	atomic_store(&other_try, 0);
+	th_thread_start(&t, other_taker, (void *)1);
+	th_thread_join(t);
+	CHECK(atomic_load(&other_try) == -1);
+	CHECK(block.gone == me);
+	pcori_unlock(&block);
+	/* Out now: the next taker gets in, and the revoked owner is cleared. */
+	th_thread_start(&t, other_taker, (void *)1);
+	th_thread_join(t);
+	CHECK(atomic_load(&other_try) == 1);
+	CHECK(block.gone == 0);
+}
+
+/*
+ * Tokens come back when threads end: many short-lived threads, each
+ * taking a lock, leave the token space below PCORI_LOCK_OWNERS.
+ */
+static _Atomic uint32_t token_seen;
+
+static void *token_taker(void *arg)
+{
+	(void)arg;
+	pcori_lock(&lock);
+	pcori_unlock(&lock);
+	atomic_store(&token_seen, pcori_lock_me);
+	return NULL;
+}
+
+static void test_tokens_reused(void)
+{
+	for (unsigned i = 0; i < 2 * PCORI_LOCK_OWNERS; i++) {
+		pthread_t t;
+		th_thread_start(&t, token_taker, NULL);
+		th_thread_join(t);
+		uint32_t tok = atomic_load(&token_seen);
+		CHECK(tok != 0 && tok < PCORI_LOCK_OWNERS);
+		CHECK(tok != pcori_lock_me);
+	}
 }
 
 /*
@@ -282,13 +370,13 @@ static void test_bias_contended(void)
 			CHECK(i < 1000000000);
 			pcori_cpu_relax();
 		}
-		if (pcori_asym_local)
+		if (PCORI_LOCK_BIAS && pcori_asym_local)
 			CHECK(atomic_load(&block.bias) != 0);
 	}
 	atomic_store(&owner_stop, 1);
 	th_thread_join(t);
 	CHECK(guarded == atomic_load(&owner_rounds) + mine);
-	if (pcori_asym_local)
+	if (PCORI_LOCK_BIAS && pcori_asym_local)
 		CHECK(revokes >= 10);
 }
 
@@ -380,8 +468,13 @@ int main(void)
 	test_lock();
 	test_lock_sleeper();
 	test_lock_hogged();
-	/* Earned here only where biasing is on (PCORI_LOCK_BIAS). */
+	/* Earned here only where biasing is compiled in (PCORI_LOCK_BIAS). */
 	test_bias(PCORI_LOCK_BIAS && pcori_asym_local);
+	if (PCORI_LOCK_BIAS && pcori_asym_local)
+		test_bias_stale();
+	test_bias_contended();
+	if (PCORI_LOCK_BIAS)
+		test_tokens_reused();
 	/*
 	 * Again with the fences membarrier saves (the kernel may refuse it):
 	 * both sides then fence for real.  No thread runs while we switch.
