@@ -392,10 +392,12 @@ static inline bool pcori_lock_settle(pcori_lock_t *l, bool wait)
 
 static inline void pcori_lock(pcori_lock_t *l)
 {
-	uint32_t b = atomic_load_explicit(&l->bias, memory_order_relaxed);
-	if (PCORI_LOCK_BIAS && b && b == pcori_lock_me &&
-	    pcori_lock_enter_biased(l, b))
-		return;
+	if (PCORI_LOCK_BIAS) {
+		uint32_t b = atomic_load_explicit(&l->bias,
+						  memory_order_relaxed);
+		if (b && b == pcori_lock_me && pcori_lock_enter_biased(l, b))
+			return;
+	}
 	uint32_t zero = 0;
 	if (!atomic_compare_exchange_strong_explicit(&l->word, &zero, 1,
 						     memory_order_acquire,
@@ -418,8 +420,10 @@ static inline void pcori_unlock_word(pcori_lock_t *l)
 
 static inline bool pcori_trylock(pcori_lock_t *l)
 {
-	uint32_t b = atomic_load_explicit(&l->bias, memory_order_relaxed);
-	if (PCORI_LOCK_BIAS && b && b == pcori_lock_me) {
+	uint32_t b = PCORI_LOCK_BIAS ? atomic_load_explicit(
+					       &l->bias, memory_order_relaxed)
+				     : 0;
+	if (b && b == pcori_lock_me) {
 		/* In already, or a taker about to revoke: busy. */
 		if (atomic_load_explicit(&l->word, memory_order_relaxed) ||
 		    pcori_lock_in_biased(l))
