@@ -48,7 +48,8 @@
  *  - Peers that leave.  The directory hook marks the peer dead; progress
  *    then releases it: senders see `gone` under its tx_lock, its mapping is
  *    dropped, its receive slot here is reset for reuse and the cells it had
- *    not consumed are swept.  Everything read from shared memory (counters,
+ *    not consumed are swept once its process has ended (a peer declared
+ *    lost may still run and read them in place: shmp_cells_free).  Everything read from shared memory (counters,
  *    records, cell runs, headers) is checked before use; a bad ring is
  *    abandoned, never followed.
  *  - Locks (all process-private).  peers_lock guards the peer list;
@@ -62,6 +63,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -129,10 +131,46 @@ static uint64_t key_of(uint64_t nonce)
 	return nonce ^ SHM_KEY_SALT;
 }
 
-bool shmp_peer_gone(const void *owner)
+bool shmp_peer_dead(const void *owner)
 {
 	return atomic_load_explicit(&((const shm_peer_t *)owner)->dead,
 				    memory_order_acquire);
+}
+
+/* Has d's process ended?  Asks the kernel at most every
+ * SHM_EXIT_CHECK_NS.  pool_lock held. */
+static bool peer_ended(shm_peer_t *d)
+{
+	if (d->ended)
+		return true;
+	uint64_t now = pcori_now_ns();
+	if (now < d->ended_check_ns)
+		return false;
+	d->ended_check_ns = now + SHM_EXIT_CHECK_NS;
+	if (d->pidfd >= 0) {
+		/* Readable once the process has terminated. */
+		struct pollfd pf = {.fd = d->pidfd, .events = POLLIN};
+		d->ended = poll(&pf, 1, 0) == 1;
+	} else {
+		/* A reused pid keeps the cells: a leak, never a hazard. */
+		d->ended = d->ospid > 0 && kill(d->ospid, 0) < 0 &&
+			   errno == ESRCH;
+	}
+	return d->ended;
+}
+
+/*
+ * May a cell run given to owner be reused without its DONE mark?  Only
+ * once its process has ended: a process declared lost may still be
+ * running (stopped, starved) and read the run in place when it resumes,
+ * so reusing it would hand it other bytes as the message.  Until then
+ * the run is held back (at most what was in flight to it).  pool_lock
+ * held.
+ */
+bool shmp_cells_free(const void *owner)
+{
+	shm_peer_t *d = (shm_peer_t *)(uintptr_t)owner;
+	return shmp_peer_dead(d) && peer_ended(d);
 }
 
 /* Our network: this host (its identity includes the network namespace)
@@ -213,6 +251,12 @@ static void cma_disable(shm_port_t *p, int pid, int rc)
 static int peer_map(shm_port_t *p, shm_peer_t *d, const shm_addr_t *a)
 {
 	PCORI_ASSERT_LOCKED(&p->peers_lock);
+	/*
+	 * Opened before the segment, whose nonce then proves this is the
+	 * owner's process: how we later learn that it has ended.
+	 */
+	if (d->pidfd < 0)
+		d->pidfd = (int)syscall(SYS_pidfd_open, a->ospid, 0);
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)a->ospid, a->fd);
 	int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -309,6 +353,7 @@ shm_peer_t *shmp_peer_new(shm_port_t *p, int pid)
 		return NULL;
 	d->pid = pid;
 	d->slot = -1;
+	d->pidfd = -1;
 	pcori_lock_init(&d->tx_lock);
 	d->next = p->peers;
 	p->peers = d;
@@ -465,10 +510,10 @@ static void gather(uint8_t *dst, const struct iovec *iov, size_t niov)
 /* Take count cells, reclaiming consumed ones first.  pool_lock held. */
 static bool pool_take(shm_port_t *p, uint32_t count, uint32_t *first)
 {
-	pcori_shm_pool_sweep(&p->pool, false, shmp_peer_gone);
+	pcori_shm_pool_sweep(&p->pool, false, shmp_cells_free);
 	if (pcori_shm_pool_alloc(&p->pool, count, first))
 		return true;
-	pcori_shm_pool_sweep(&p->pool, true, shmp_peer_gone);
+	pcori_shm_pool_sweep(&p->pool, true, shmp_cells_free);
 	return pcori_shm_pool_alloc(&p->pool, count, first);
 }
 
@@ -672,8 +717,9 @@ static size_t shm_unsettled(pcori_port_t *bp)
 	pcori_unlock(&p->peers_lock);
 	/* Cell runs a live receiver has not marked consumed. */
 	pcori_lock(&p->pool_lock);
-	pcori_shm_pool_sweep(&p->pool, true, shmp_peer_gone);
-	n += p->pool.nfree != p->pool.ncells;
+	pcori_shm_pool_sweep(&p->pool, true, shmp_cells_free);
+	/* Runs held back from lost peers will not settle: not waited for. */
+	n += pcori_shm_pool_out(&p->pool, shmp_peer_dead) != 0;
 	pcori_unlock(&p->pool_lock);
 	return n;
 }
@@ -781,6 +827,8 @@ static void shm_close(pcori_port_t *bp)
 		p->peers = d->next;
 		if (d->base)
 			munmap(d->base, d->size);
+		if (d->pidfd >= 0)
+			close(d->pidfd);
 		free(d);
 	}
 	if (p->pool.bits)

@@ -318,6 +318,11 @@ void pcori_shm_pool_publish(pcori_shm_pool_t *p, uint32_t first,
 uint32_t pcori_shm_pool_sweep(pcori_shm_pool_t *p, bool full,
 			      bool (*gone)(const void *owner));
 
+/* Runs announced and not reclaimed whose owner lost() does not say was
+ * lost: what a receiver may still take. */
+uint32_t pcori_shm_pool_out(const pcori_shm_pool_t *p,
+			    bool (*lost)(const void *owner));
+
 /* Receiver: run `first` of a sender's pool (ncells cells) is consumed. */
 static inline void pcori_shm_mark_done(_Atomic uint32_t *marks,
 				       uint32_t first)

@@ -21,6 +21,7 @@
 #define SHM_DRAIN_BUDGET 64	 /* records per ring per progress call */
 #define SHM_RETRY_NS	 1000000 /* retry an unresolvable sender after */
 #define SHM_PARK_NS	 100000	 /* retry a refused fast message after */
+#define SHM_EXIT_CHECK_NS 10000000 /* look again whether a lost peer ended */
 
 typedef struct shm_port shm_port_t;
 
@@ -48,6 +49,14 @@ typedef struct shm_peer {
 	_Atomic bool dead;     /* the directory says it left */
 	_Atomic bool released; /* its resources are let go of */
 	_Atomic uint32_t readers; /* threads in shm_read on its mapping */
+	/*
+	 * Whether its process has ended (pool_lock): cells we gave it stay
+	 * ours until then (shmp_cells_free), as a process declared lost may
+	 * still be running and read them.
+	 */
+	int pidfd;		/* -1: none, kill(ospid, 0) asks instead */
+	bool ended;
+	uint64_t ended_check_ns; /* when to ask again */
 	struct shm_peer *next; /* in the port's list (peers_lock) */
 } shm_peer_t;
 
@@ -135,7 +144,8 @@ static inline void wake_if_sleeping(pcori_shm_hdr_t *h, bool fence)
 
 /* shm.c */
 int shmp_cq_drain(shm_port_t *p);
-bool shmp_peer_gone(const void *owner);
+bool shmp_peer_dead(const void *owner);
+bool shmp_cells_free(const void *owner);
 /* Under peers_lock. */
 shm_peer_t *shmp_peer_find(shm_port_t *p, int pid);
 shm_peer_t *shmp_peer_new(shm_port_t *p, int pid);

@@ -349,6 +349,21 @@ uint32_t pcori_shm_pool_sweep(pcori_shm_pool_t *p, bool full,
 	return freed;
 }
 
+uint32_t pcori_shm_pool_out(const pcori_shm_pool_t *p,
+			    bool (*lost)(const void *owner))
+{
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < p->rcount; k++) {
+		const pcori_shm_run_t *r =
+		    &p->runs[(p->rfirst + k) % p->ncells];
+		n += r->count && !lost(r->owner) &&
+		     atomic_load_explicit(&p->marks[r->first],
+					  memory_order_acquire) !=
+			 PCORI_SHM_MARK_DONE;
+	}
+	return n;
+}
+
 /* ------------------------------------------------------ lost peers */
 
 void pcori_shm_lost_note(pcori_shm_hdr_t *h, int32_t pid)

@@ -80,9 +80,9 @@ int shmp_release_dead(shm_port_t *p)
 		atomic_fetch_sub(&p->ndead, 1);
 		n++;
 	}
-	/* The cells it had not consumed come back. */
+	/* The cells it had not consumed come back (once its process ended). */
 	pcori_lock(&p->pool_lock);
-	pcori_shm_pool_sweep(&p->pool, true, shmp_peer_gone);
+	pcori_shm_pool_sweep(&p->pool, true, shmp_cells_free);
 	pcori_unlock(&p->pool_lock);
 	return n;
 }

@@ -98,6 +98,16 @@ static pcori_port_t *route_of(int pid)
 	return r->port;
 }
 
+/* This process's pcor-shm port. */
+static pcori_port_t *shm_port(void)
+{
+	for (int i = 0; i < pcori_net.nports; i++)
+		if (!strcmp(pcori_net.ports[i]->info.provider, "pcor-shm"))
+			return pcori_net.ports[i];
+	CHECK(!"a pcor-shm port");
+	return NULL;
+}
+
 static bool through_shm(int pid)
 {
 	return !strcmp(route_of(pid)->info.provider, "pcor-shm");
@@ -875,6 +885,105 @@ static int run_stopread(void)
 	return 0;
 }
 
+/* ---------------------------------------------- stopped cell reader */
+
+/*
+ * The same through the sender's cell pool.  Process 0 posts a medium
+ * receive and is stopped by process 1 before the message comes; 1 sends
+ * it (copied into a run of its cells), waits until it has declared 0
+ * lost, then cycles its whole pool twice through messages to process 2.
+ * Resumed, 0 reads the run in place: its receive must end intact or
+ * PEER_LOST, never with the bytes of 1's later messages.
+ */
+#define SC_LEN ((size_t)32 << 10) /* cells, not single copy */
+#define SC_MSGS 128		  /* twice a 2 MiB pool */
+#define SC_WINDOW 16
+
+static int run_stopcells(void)
+{
+	CHECK(np == 3);
+	CHECK(through_shm((me + 1) % 3) && through_shm((me + 2) % 3));
+	barrier(97);
+	if (me == 0) {
+		uint8_t *buf = xmalloc(SC_LEN);
+		memset(buf, 0, SC_LEN);
+		pcor_handle_t hr, hs;
+		CHECK_OK(pcor_recv_copy(1, 0, 40, buf, SC_LEN, NULL, &hr));
+		int32_t os = (int32_t)getpid();
+		CHECK_OK(pcor_send_copy(1, 0, 41, &os, sizeof(os), &hs));
+		CHECK_OK(pcor_handle_test(hs, PCOR_BLOCK));
+		/* Stopped in here, and resumed fenced out. */
+		int rc = pcor_handle_test(hr, PCOR_BLOCK);
+		/*
+		 * A reused run holds 1's messages to 2: read as one to us, it
+		 * would be dropped as someone else's or malformed, or held as
+		 * out of its turn (its sequence number is 2's stream's).
+		 */
+		pcori_port_t *p = shm_port();
+		uint64_t alien = atomic_load(&p->st.fwd) +
+				 atomic_load(&p->st.fwd_drop) +
+				 atomic_load(&p->st.bad_hdr) +
+				 atomic_load(&p->st.held);
+		printf("stopcells: %llu foreign records\n",
+		       (unsigned long long)alien);
+		CHECK(alien == 0);
+		if (rc == PCOR_OK) {
+			size_t bad = 0;
+			for (size_t i = 0; i < SC_LEN; i++)
+				bad += buf[i] != SR_SENT;
+			printf("stopcells: completed, %zu bytes not as sent\n",
+			       bad);
+			CHECK(bad == 0);
+		} else {
+			CHECK_RC(rc, PCOR_ERR_PEER_LOST);
+			printf("stopcells: receive ended with PEER_LOST\n");
+		}
+		free(buf);
+		return 0;
+	}
+	uint8_t *buf = xmalloc(SC_LEN);
+	pcor_handle_t h[SC_WINDOW];
+	if (me == 2) {
+		for (int i = 0; i < SC_MSGS; i++) {
+			CHECK_OK(pcor_recv_copy(1, 0, 42, buf, SC_LEN, NULL,
+						&h[0]));
+			CHECK_OK(pcor_handle_test(h[0], PCOR_BLOCK));
+			for (size_t k = 0; k < SC_LEN; k++)
+				CHECK(buf[k] == SR_REUSED);
+		}
+		free(buf);
+		return 0;
+	}
+	int32_t os = 0;
+	CHECK_OK(pcor_recv_copy(0, 0, 41, &os, sizeof(os), NULL, &h[0]));
+	CHECK_OK(pcor_handle_test(h[0], PCOR_BLOCK));
+	CHECK(os > 0);
+	CHECK(kill(os, SIGSTOP) == 0);
+	CHECK(proc_wait_state(os, "Tt", 30 * SEC));
+	memset(buf, SR_SENT, SC_LEN);
+	CHECK_OK(pcor_send_copy(0, 0, 40, buf, SC_LEN, &h[0]));
+	/* Complete in the channel, or failed by the loss: either is right. */
+	int rc = pcor_handle_test(h[0], PCOR_BLOCK);
+	CHECK(rc == PCOR_OK || rc == PCOR_ERR_PEER_LOST);
+	/* Wait until 0 is declared lost here. */
+	CHECK_OK(pcor_recv_copy(0, 0, 43, NULL, 0, NULL, &h[0]));
+	CHECK_RC(pcor_handle_test(h[0], PCOR_BLOCK), PCOR_ERR_PEER_LOST);
+	memset(buf, SR_REUSED, SC_LEN);
+	for (int i = 0; i < SC_MSGS; i++) {
+		if (i >= SC_WINDOW)
+			CHECK_OK(pcor_handle_test(h[i % SC_WINDOW], PCOR_BLOCK));
+		CHECK_OK(pcor_send_copy(2, 0, 42, buf, SC_LEN,
+					&h[i % SC_WINDOW]));
+	}
+	for (int i = 0; i < SC_WINDOW; i++)
+		CHECK_OK(pcor_handle_test(h[i], PCOR_BLOCK));
+	CHECK(kill(os, SIGCONT) == 0);
+	/* Its cells stay ours until it ends: wait for that. */
+	CHECK(proc_wait_state(os, "Z", 120 * SEC));
+	free(buf);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -905,6 +1014,8 @@ int main(int argc, char **argv)
 		rc = run_rogue();
 	else if (!strcmp(c, "stopread"))
 		rc = run_stopread();
+	else if (!strcmp(c, "stopcells"))
+		rc = run_stopcells();
 	else
 		SKIP("unknown case %s", c);
 	CHECK_OK(pcor_finalize());

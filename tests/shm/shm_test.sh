@@ -20,6 +20,9 @@
 #   stopread    a receiver stopped before a large message's offer is
 #               declared lost; its sender reuses the buffer and resumes
 #               it: the receive fails, never takes the rewritten bytes
+#   stopcells   the same for a medium message in the sender's cells,
+#               which the sender then cycles through messages to a third
+#               process: the receive ends intact or fails
 # SHM_MAX (default 256m) caps the sizes cases; SHM_THREADS (250) the
 # threads per process of alltoall.
 set -u
@@ -135,6 +138,13 @@ stopread)
 	expect_ok stopread 2
 	grep -q "stopread: receive ended with PEER_LOST" "$tmp/out" ||
 		fail "the receive did not end with PEER_LOST" ;;
+stopcells)
+	PCOR_PROVIDERS=pcor-shm PCOR_PEER_TIMEOUT_MS=$((500 * mult)) \
+		run_job 0 $((120 * mult)) "$pcorrun" -n 3 --tag-output "$app" \
+		stopcells "$marker"
+	expect_ok stopcells 3
+	grep -Eq "stopcells: (receive ended with PEER_LOST|completed, 0 bytes)" \
+		"$tmp/out" || fail "process 0 did not end its receive" ;;
 *)
 	echo "unknown case $case_"; exit 2 ;;
 esac

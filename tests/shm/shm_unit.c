@@ -310,8 +310,10 @@ static void test_pool(void)
 	pcori_shm_pool_publish(&p, a, 40, NULL);
 	pcori_shm_pool_publish(&p, b, 10, &gone_flag);
 	pcori_shm_pool_publish(&p, c, 20, NULL);
+	CHECK(pcori_shm_pool_out(&p, gone_if_tagged) == 3);
 	CHECK(pcori_shm_pool_sweep(&p, false, NULL) == 0);
 	pcori_shm_mark_done(marks, c); /* out of order */
+	CHECK(pcori_shm_pool_out(&p, gone_if_tagged) == 2);
 	CHECK(pcori_shm_pool_sweep(&p, false, NULL) == 0);
 	CHECK(pcori_shm_pool_sweep(&p, true, NULL) == 20);
 	CHECK(p.rcount == 3); /* a tombstone behind the oldest */
@@ -319,8 +321,11 @@ static void test_pool(void)
 	CHECK(pcori_shm_pool_sweep(&p, false, NULL) == 40);
 	CHECK(p.rcount == 2);
 	/* A receiver that left never marks: its runs are reclaimed. */
+	CHECK(pcori_shm_pool_out(&p, gone_if_tagged) == 1);
 	CHECK(pcori_shm_pool_sweep(&p, false, gone_if_tagged) == 0);
 	gone_flag = true;
+	/* Not awaited once its receiver is lost, reclaimed or not. */
+	CHECK(pcori_shm_pool_out(&p, gone_if_tagged) == 0);
 	CHECK(pcori_shm_pool_sweep(&p, false, gone_if_tagged) == 10);
 	CHECK(p.rcount == 0 && p.nfree == N);
 	/* First fit: the lowest cells again. */
