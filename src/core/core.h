@@ -962,11 +962,18 @@ size_t pcori_htable_live(void);
 
 /* ------------------------------------------------------ thread registry */
 
+/*
+ * Free handle indexes a thread keeps (handle.c): room for a window of 64
+ * requests in flight (osu_mbw_mr's) and those around it, so that such a
+ * window's allocations and releases never reach the shared free list.
+ */
+#define PCORI_TLS_CACHE 128u
+
 /* Per-OS-thread state, in TLS. */
 typedef struct pcori_tls {
 	int thid_plus1;   /* 0: not a pcor thread */
 	uint32_t ncache;  /* free handle indexes cached here */
-	uint32_t cache[64];
+	uint32_t cache[PCORI_TLS_CACHE];
 	uint64_t wait_avg_ns; /* recent waits on other processes (handle.c) */
 } pcori_tls_t;
 

@@ -32,7 +32,6 @@
 #define PCORI_HCHUNK_SHIFT 12
 #define PCORI_HCHUNK (1u << PCORI_HCHUNK_SHIFT)
 #define PCORI_HGEN_SPAN 2047u
-#define PCORI_TLS_CACHE 64u
 #define PCORI_TLS_BATCH 32u
 
 static struct {

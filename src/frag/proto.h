@@ -201,6 +201,9 @@ void pcori_run_deferred(pcori_deferred_t *d);
 /* Report a receive's message and defer its completion. */
 void pcori_recv_finish(pcori_req_t *r, const pcori_mkey_t *k, size_t size,
 		       void *dma_block, int status, pcori_deferred_t *d);
+/* What pcori_recv_finish does but the completion: returns its status. */
+int pcori_recv_settle(pcori_req_t *r, const pcori_mkey_t *k, size_t size,
+		      void *dma_block, int status);
 /* A rendezvous into receive r of the message RTS'd with rts/cookie. */
 pcori_rndv_t *pcori_rndv_new(pcori_req_t *r, pcori_peer_t *peer,
 			     const pcori_mkey_t *k, size_t size,

@@ -53,6 +53,13 @@ void pcori_run_deferred(pcori_deferred_t *d)
 void pcori_recv_finish(pcori_req_t *r, const pcori_mkey_t *k, size_t size,
 		       void *dma_block, int status, pcori_deferred_t *d)
 {
+	status = pcori_recv_settle(r, k, size, dma_block, status);
+	pcori_defer(d, PCORI_D_COMPLETE, r, status, NULL);
+}
+
+int pcori_recv_settle(pcori_req_t *r, const pcori_mkey_t *k, size_t size,
+		      void *dma_block, int status)
+{
 	r->info.pid = k->src_pid;
 	r->info.thid = k->src_thid;
 	r->info.tag = k->tag;
@@ -67,7 +74,7 @@ void pcori_recv_finish(pcori_req_t *r, const pcori_mkey_t *k, size_t size,
 		}
 		*r->report.dma = dma_block;
 	}
-	pcori_defer(d, PCORI_D_COMPLETE, r, status, NULL);
+	return status;
 }
 
 /* -------------------------------------------------------- rendezvous */

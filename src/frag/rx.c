@@ -497,15 +497,10 @@ static bool rx_fast(const pcori_port_t *port, pcori_peer_t *peer,
 	} else if (size) {
 		st = PCOR_ERR_NOMEM;
 	}
-	/*
-	 * pcori_recv_finish reports, judges truncation and defers
-	 * completion.
-	 */
-	pcori_deferred_t d;
-	d.n = 0;
-	pcori_recv_finish(r, &k, size, blk, st, &d);
+	/* Reported and judged for truncation here, completed unlocked. */
+	st = pcori_recv_settle(r, &k, size, blk, st);
 	pcori_unlock(&peer->rx_lock);
-	pcori_run_deferred(&d);
+	pcori_req_complete(r, st);
 	if (f->flags & PCORI_WF_HAS_ACK)
 		pcori_on_ack(peer, (int32_t)(f->cookie >> 32),
 			     (uint32_t)f->cookie);

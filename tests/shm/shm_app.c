@@ -838,21 +838,46 @@ static bool proc_wait_state(pid_t pid, const char *want, int64_t limit_ns)
 	}
 }
 
+/*
+ * Process 0's side: post a receive of len bytes from 1 on tag, tell 1 our
+ * OS pid (tag + 1) and wait for the receive, stopped and resumed by 1 in
+ * the meantime.  Returns how the receive ended; the bytes are in *buf_p.
+ */
+static int stopped_receive(size_t len, int tag, uint8_t **buf_p)
+{
+	uint8_t *buf = xmalloc(len);
+	memset(buf, 0, len);
+	pcor_handle_t hr, hs;
+	CHECK_OK(pcor_recv_copy(1, 0, tag, buf, len, NULL, &hr));
+	int32_t os = (int32_t)getpid();
+	CHECK_OK(pcor_send_copy(1, 0, tag + 1, &os, sizeof(os), &hs));
+	CHECK_OK(pcor_handle_test(hs, PCOR_BLOCK));
+	*buf_p = buf;
+	/* Stopped in here, and resumed fenced out. */
+	return pcor_handle_test(hr, PCOR_BLOCK);
+}
+
+/* Process 1's side: stop process 0 once it has posted.  Its OS pid. */
+static pid_t stop_receiver(int tag)
+{
+	int32_t os = 0;
+	pcor_handle_t h;
+	CHECK_OK(pcor_recv_copy(0, 0, tag + 1, &os, sizeof(os), NULL, &h));
+	CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+	CHECK(os > 0);
+	CHECK(kill(os, SIGSTOP) == 0);
+	CHECK(proc_wait_state(os, "Tt", 30 * SEC));
+	return os;
+}
+
 static int run_stopread(void)
 {
 	CHECK(np == 2);
 	CHECK(through_shm(1 - me));
 	barrier(96);
 	if (me == 0) {
-		uint8_t *buf = xmalloc(SR_LEN);
-		memset(buf, 0, SR_LEN);
-		pcor_handle_t hr, hs;
-		CHECK_OK(pcor_recv_copy(1, 0, 20, buf, SR_LEN, NULL, &hr));
-		int32_t os = (int32_t)getpid();
-		CHECK_OK(pcor_send_copy(1, 0, 21, &os, sizeof(os), &hs));
-		CHECK_OK(pcor_handle_test(hs, PCOR_BLOCK));
-		/* Stopped in here, and resumed fenced out. */
-		int rc = pcor_handle_test(hr, PCOR_BLOCK);
+		uint8_t *buf;
+		int rc = stopped_receive(SR_LEN, 20, &buf);
 		if (rc == PCOR_OK) {
 			size_t reused = 0;
 			for (size_t i = 0; i < SR_LEN; i++)
@@ -865,13 +890,8 @@ static int run_stopread(void)
 		free(buf);
 		return 0;
 	}
-	int32_t os = 0;
+	pid_t os = stop_receiver(20);
 	pcor_handle_t h;
-	CHECK_OK(pcor_recv_copy(0, 0, 21, &os, sizeof(os), NULL, &h));
-	CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
-	CHECK(os > 0);
-	CHECK(kill(os, SIGSTOP) == 0);
-	CHECK(proc_wait_state(os, "Tt", 30 * SEC));
 	uint8_t *buf = dma(SR_LEN);
 	memset(buf, SR_SENT, SR_LEN);
 	CHECK_OK(pcor_send_dma(0, 0, 20, buf, SR_LEN, 0, &h));
@@ -905,15 +925,8 @@ static int run_stopcells(void)
 	CHECK(through_shm((me + 1) % 3) && through_shm((me + 2) % 3));
 	barrier(97);
 	if (me == 0) {
-		uint8_t *buf = xmalloc(SC_LEN);
-		memset(buf, 0, SC_LEN);
-		pcor_handle_t hr, hs;
-		CHECK_OK(pcor_recv_copy(1, 0, 40, buf, SC_LEN, NULL, &hr));
-		int32_t os = (int32_t)getpid();
-		CHECK_OK(pcor_send_copy(1, 0, 41, &os, sizeof(os), &hs));
-		CHECK_OK(pcor_handle_test(hs, PCOR_BLOCK));
-		/* Stopped in here, and resumed fenced out. */
-		int rc = pcor_handle_test(hr, PCOR_BLOCK);
+		uint8_t *buf;
+		int rc = stopped_receive(SC_LEN, 40, &buf);
 		/*
 		 * A reused run holds 1's messages to 2: read as one to us, it
 		 * would be dropped as someone else's or malformed, or held as
@@ -954,12 +967,7 @@ static int run_stopcells(void)
 		free(buf);
 		return 0;
 	}
-	int32_t os = 0;
-	CHECK_OK(pcor_recv_copy(0, 0, 41, &os, sizeof(os), NULL, &h[0]));
-	CHECK_OK(pcor_handle_test(h[0], PCOR_BLOCK));
-	CHECK(os > 0);
-	CHECK(kill(os, SIGSTOP) == 0);
-	CHECK(proc_wait_state(os, "Tt", 30 * SEC));
+	pid_t os = stop_receiver(40);
 	memset(buf, SR_SENT, SC_LEN);
 	CHECK_OK(pcor_send_copy(0, 0, 40, buf, SC_LEN, &h[0]));
 	/* Complete in the channel, or failed by the loss: either is right. */
