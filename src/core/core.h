@@ -196,7 +196,8 @@ static inline void pcori_fence_full(void)
 
 static inline void pcori_fence_light_local(void)
 {
-	if (PCORI_LIKELY(pcori_asym_local))
+	/* Atomic only for the tests, which switch it with threads about. */
+	if (PCORI_LIKELY(__atomic_load_n(&pcori_asym_local, __ATOMIC_RELAXED)))
 		atomic_signal_fence(memory_order_seq_cst);
 	else
 		pcori_fence_full();

@@ -72,13 +72,14 @@ __attribute__((constructor)) static void detect_membarrier(void)
 
 void pcori_fence_choose(bool light)
 {
-	pcori_asym_local = asym_local_ok && light;
+	__atomic_store_n(&pcori_asym_local, asym_local_ok && light,
+			 __ATOMIC_RELAXED);
 }
 
 bool pcori_fence_heavy_local(void)
 {
 	pcori_fence_full();
-	return !pcori_asym_local ||
+	return !__atomic_load_n(&pcori_asym_local, __ATOMIC_RELAXED) ||
 	       membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
 }
 
