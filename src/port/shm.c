@@ -126,11 +126,6 @@ int shmp_cq_drain(shm_port_t *p)
 
 /* ------------------------------------------------------------ peers */
 
-static uint64_t key_of(uint64_t nonce)
-{
-	return nonce ^ SHM_KEY_SALT;
-}
-
 bool shmp_peer_dead(const void *owner)
 {
 	return atomic_load_explicit(&((const shm_peer_t *)owner)->dead,
@@ -194,54 +189,6 @@ static int addr_parse(const pcori_port_info_t *info, shm_addr_t *a)
 	    a->fd < 0 || !a->size)
 		return PCOR_ERR_PROTO;
 	return PCOR_OK;
-}
-
-/* Copy len bytes from the peer's address space (cross-memory attach). */
-static int cma_copy(pid_t pid, void *dst, uint64_t src, size_t len)
-{
-	size_t done = 0;
-	for (int tries = 0; done < len && tries < 64; tries++) {
-		struct iovec l = {(char *)dst + done, len - done};
-		struct iovec r = {(void *)(uintptr_t)(src + done), len - done};
-		ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
-		if (n > 0) {
-			done += (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n == 0)
-			return PCOR_ERR_PROTO;
-		switch (errno) {
-		case ESRCH:
-			return PCOR_ERR_PEER_LOST;
-		case EFAULT:
-			return PCOR_ERR_PROTO;
-		case EPERM:
-		case ENOSYS:
-			return PCOR_ERR_NOSUPPORT;
-		case ENOMEM:
-			return PCOR_ERR_NOMEM;
-		default:
-			return PCOR_ERR_SYSTEM;
-		}
-	}
-	return done == len ? PCOR_OK : PCOR_ERR_PROTO;
-}
-
-/* No more single copy on this port (found refused after start-up). */
-static void cma_disable(shm_port_t *p, int pid, int rc)
-{
-	if (!p->base.can_read)
-		return;
-	p->base.can_read = false;
-	if (!p->cma_warned) {
-		p->cma_warned = true;
-		PCORI_WARN(PCORI_SUB_DISPATCH,
-			   "port %d (pcor-shm): cross-memory attach to process "
-			   "%d refused (%s): large messages go through cells",
-			   p->base.index, pid, pcor_strerror(rc));
-	}
 }
 
 /*
@@ -308,11 +255,11 @@ static int peer_map(shm_port_t *p, shm_peer_t *d, const shm_addr_t *a)
 	if (!rc && p->base.can_read) {
 		uint64_t v = 0;
 		uint64_t where = *(volatile const uint64_t *)&h->base;
-		int crc = cma_copy(a->ospid, &v, where, sizeof(v));
+		int crc = shmp_cma_copy(a->ospid, &v, where, sizeof(v));
 		if (crc == PCOR_ERR_PEER_LOST)
 			rc = crc;
 		else if (crc || v != PCORI_SHM_MAGIC)
-			cma_disable(p, a->pid, crc ? crc : PCOR_ERR_PROTO);
+			shmp_cma_disable(p, a->pid, crc ? crc : PCOR_ERR_PROTO);
 	}
 	if (rc) {
 		munmap(m, a->size);
@@ -724,68 +671,6 @@ static size_t shm_unsettled(pcori_port_t *bp)
 	return n;
 }
 
-/* ----------------------------------------------------- single copy */
-
-static int shm_read(pcori_port_t *bp, uint64_t src, void *dst, size_t len,
-		    uint64_t raddr, uint64_t key, pcori_ctx_t *ctx)
-{
-	shm_port_t *p = (shm_port_t *)bp;
-	shm_peer_t *d = (shm_peer_t *)(uintptr_t)src;
-	if (!bp->can_read)
-		return PCOR_ERR_NOSUPPORT;
-	/* Only what this peer exposed on a pcor-shm port. */
-	if (key != key_of(d->nonce))
-		return PCOR_ERR_PROTO;
-	/*
-	 * Counted as a reader before looking at dead (both sequentially
-	 * consistent): release_one, which sets dead first, then waits for
-	 * us before it unmaps the header read below.
-	 */
-	atomic_fetch_add(&d->readers, 1);
-	int st = PCOR_ERR_PEER_LOST;
-	if (!atomic_load(&d->dead) && d->base) {
-		/*
-		 * The receiver's thread copies now and completes at once: the
-		 * protocol calls read holding no lock, and a completion
-		 * reported from another thread could finish the rendezvous
-		 * (and free it) while the caller is still issuing its next
-		 * chunk.  If the peer declared us lost meanwhile, it may have
-		 * let go of (and reused) what we read: the read fails.
-		 */
-		uint32_t before = atomic_load_explicit(&d->hdr->nlost,
-						       memory_order_relaxed);
-		st = cma_copy(d->ospid, dst, raddr, len);
-		if (st == PCOR_OK &&
-		    pcori_shm_lost_since(d->hdr, before, pcori_rt.pid))
-			st = PCOR_ERR_PEER_LOST;
-	}
-	atomic_fetch_sub_explicit(&d->readers, 1, memory_order_release);
-	if (st == PCOR_ERR_NOSUPPORT)
-		cma_disable(p, d->pid, st);
-	pcori_port_read_done(bp, ctx, st);
-	return PCOR_OK;
-}
-
-static int shm_expose(pcori_port_t *bp, const void *buf, size_t len,
-		      uint64_t *raddr_p, uint64_t *key_p, void **reg_p)
-{
-	shm_port_t *p = (shm_port_t *)bp;
-	(void)len;
-	if (!bp->can_read)
-		return PCOR_ERR_NOSUPPORT;
-	/* Nothing to register: the peer reads our address space. */
-	*raddr_p = (uint64_t)(uintptr_t)buf;
-	*key_p = p->key;
-	*reg_p = NULL;
-	return PCOR_OK;
-}
-
-static void shm_unexpose(pcori_port_t *bp, void *reg)
-{
-	(void)bp;
-	(void)reg;
-}
-
 /* ------------------------------------------------------ addressing */
 
 static int shm_insert_addr(pcori_port_t *bp, const pcori_port_info_t *peer,
@@ -849,54 +734,15 @@ static const pcori_port_ops_t shm_ops = {
     .sendv = shm_sendv,
     .inject = shm_inject,
     .inject_fast = shm_inject_fast,
-    .read = shm_read,
-    .expose = shm_expose,
-    .unexpose = shm_unexpose,
+    .read = shmp_read,
+    .expose = shmp_expose,
+    .unexpose = shmp_unexpose,
     .progress = shmp_progress,
     .signal = shmp_signal,
     .wait = shmp_wait,
     .unsettled = shm_unsettled,
     .close = shm_close,
 };
-
-/* Is cross-memory attach possible at all?  (Peers are probed later.) */
-static bool cma_startup_check(void)
-{
-	const char *knob = pcori_rt.cfg.shm_cma;
-	if (!strcmp(knob, "off"))
-		return false;
-	if (strcmp(knob, "auto"))
-		PCORI_WARN(PCORI_SUB_DISPATCH,
-			   "PCOR_SHM_CMA=\"%s\": use auto or off; taken as "
-			   "auto",
-			   knob);
-	/* Yama: scope 1 only lets a process read its descendants. */
-	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
-	if (f) {
-		int scope = 0;
-		if (fscanf(f, "%d", &scope) != 1)
-			scope = 0;
-		fclose(f);
-		if (scope >= 1) {
-			PCORI_INFO(PCORI_SUB_DISPATCH,
-				   "pcor-shm: ptrace_scope %d forbids "
-				   "cross-memory attach; large messages go "
-				   "through cells",
-				   scope);
-			return false;
-		}
-	}
-	/* Seccomp or a kernel without it. */
-	uint64_t src = PCORI_SHM_MAGIC, dst = 0;
-	if (cma_copy(getpid(), &dst, (uint64_t)(uintptr_t)&src, sizeof(dst)) ||
-	    dst != src) {
-		PCORI_INFO(PCORI_SUB_DISPATCH,
-			   "pcor-shm: process_vm_readv unavailable; large "
-			   "messages go through cells");
-		return false;
-	}
-	return true;
-}
 
 int pcori_port_shm_open(int index, pcori_port_t **port_p)
 {
@@ -954,7 +800,7 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	step = "getrandom";
 	if (getrandom(&p->nonce, sizeof(p->nonce), 0) != sizeof(p->nonce))
 		goto err_errno;
-	p->key = key_of(p->nonce);
+	p->key = shmp_key_of(p->nonce);
 
 	pcori_shm_hdr_t *h = m;
 	p->hdr = h;
@@ -1008,7 +854,7 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	p->base.lossless = !cfg->drop_every;
 	p->base.fast_max = SIZE_MAX; /* larger ones go through cells */
 	p->base.read_above = (size_t)cfg->shm_eager_max;
-	p->base.can_read = cma_startup_check();
+	p->base.can_read = shmp_cma_usable();
 
 	step = "membership hook";
 	pcori_lock(&hook_lock);

@@ -1,7 +1,8 @@
 /*
- * shm_port.h -- the pcor-shm port's own objects, shared by its two files:
- * shm.c (segment, peers, sends, single copy, life cycle) and shm_rx.c
- * (receive slots, draining rings, progress and sleeping in the port).
+ * shm_port.h -- the pcor-shm port's own objects, shared by its files:
+ * shm.c (segment, peers, sends, life cycle), shm_rx.c (receive slots,
+ * draining rings, progress and sleeping in the port) and shm_cma.c
+ * (single copy).
  * The lock order is in shm.c's design notes.
  */
 #ifndef PCOR_PORT_SHM_PORT_H
@@ -141,6 +142,22 @@ static inline void wake_if_sleeping(pcori_shm_hdr_t *h, bool fence)
 		futex_wake_shared(&h->wake);
 	}
 }
+
+/* The key a peer's reads of our memory must name (shm_expose). */
+static inline uint64_t shmp_key_of(uint64_t nonce)
+{
+	return nonce ^ SHM_KEY_SALT;
+}
+
+/* shm_cma.c: single copy */
+int shmp_cma_copy(pid_t pid, void *dst, uint64_t src, size_t len);
+void shmp_cma_disable(shm_port_t *p, int pid, int rc);
+bool shmp_cma_usable(void);
+int shmp_read(pcori_port_t *bp, uint64_t src, void *dst, size_t len,
+	      uint64_t raddr, uint64_t key, pcori_ctx_t *ctx);
+int shmp_expose(pcori_port_t *bp, const void *buf, size_t len,
+		uint64_t *raddr_p, uint64_t *key_p, void **reg_p);
+void shmp_unexpose(pcori_port_t *bp, void *reg);
 
 /* shm.c */
 int shmp_cq_drain(shm_port_t *p);
