@@ -49,9 +49,10 @@
  *    then releases it: senders see `gone` under its tx_lock, its mapping is
  *    dropped, its receive slot here is reset for reuse and the cells it had
  *    not consumed are swept once its process has ended (a peer declared
- *    lost may still run and read them in place: shmp_cells_free).  Everything read from shared memory (counters,
- *    records, cell runs, headers) is checked before use; a bad ring is
- *    abandoned, never followed.
+ *    lost may still run and read them in place: shmp_cells_free).
+ *    Everything read from shared memory (counters, records, cell runs,
+ *    headers) is checked before use; a bad ring is abandoned, never
+ *    followed.
  *  - Locks (all process-private).  peers_lock guards the peer list;
  *    a peer's tx_lock guards its ring producer state and `gone`; pool_lock
  *    guards the cell pool; cq_lock the completion array.  Order: peers_lock
