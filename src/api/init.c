@@ -130,6 +130,7 @@ PCOR_API int pcor_finalize(void)
 	int rc = pcori_rt_check();
 	if (rc)
 		return rc;
+	PCORI_HOP_REPORT();
 	/* Threads peers started here have no joiner: give them the linger
 	 * time to end. */
 	pcori_threads_wait_spawned((uint64_t)pcori_rt.cfg.linger_ms *

@@ -10,6 +10,7 @@
 static int check_send(int pid, int thid, int tag, const void *buf, size_t len,
 		      pcor_handle_t *h_p)
 {
+	PCORI_HOP(PCORI_HOP_SEND);
 	int rc = pcori_rt_check();
 	if (PCORI_UNLIKELY(rc))
 		return rc;

@@ -15,6 +15,8 @@
 
 #include <pcor/pcor.h>
 
+#include "hop.h"
+
 #include <limits.h>
 #include <pthread.h>
 #include <stdalign.h>
@@ -393,6 +395,7 @@ static inline bool pcori_lock_settle(pcori_lock_t *l, bool wait)
 
 static inline void pcori_lock(pcori_lock_t *l)
 {
+	PCORI_HOP_LOCK();
 	if (PCORI_LOCK_BIAS) {
 		uint32_t b = atomic_load_explicit(&l->bias,
 						  memory_order_relaxed);
@@ -421,6 +424,7 @@ static inline void pcori_unlock_word(pcori_lock_t *l)
 
 static inline bool pcori_trylock(pcori_lock_t *l)
 {
+	PCORI_HOP_LOCK();
 	uint32_t b = PCORI_LOCK_BIAS ? atomic_load_explicit(
 					       &l->bias, memory_order_relaxed)
 				     : 0;

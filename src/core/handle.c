@@ -534,6 +534,7 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 		if (d) {
 			start = drive_until(r, gen, d, pcori_wait_spin(),
 					    deadline);
+			PCORI_HOP(PCORI_HOP_LEFT);
 			slept = start && req_pending(r, gen);
 			spin = 0;
 		}
@@ -569,6 +570,7 @@ done:;
 	int status;
 	if (!release(r, gen, &status))
 		return PCOR_ERR_BADHANDLE; /* another thread took it first */
+	PCORI_HOP(PCORI_HOP_RETURNED);
 	return status;
 }
 

@@ -501,6 +501,7 @@ static bool rx_fast(const pcori_port_t *port, pcori_peer_t *peer,
 	st = pcori_recv_settle(r, &k, size, blk, st);
 	pcori_unlock(&peer->rx_lock);
 	pcori_req_complete(r, st);
+	PCORI_HOP(PCORI_HOP_MATCHED);
 	if (f->flags & PCORI_WF_HAS_ACK)
 		pcori_on_ack(peer, (int32_t)(f->cookie >> 32),
 			     (uint32_t)f->cookie);

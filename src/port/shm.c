@@ -550,7 +550,10 @@ static int fast_put(shm_port_t *p, shm_peer_t *d, const pcori_fast_hdr_t *f,
 		dst += 8;
 	}
 	pcori_copy_short(dst, payload, plen);
+	PCORI_HOP_STAMP((uint8_t *)rec - PCORI_SHM_REC_HDR,
+			PCORI_SHM_REC_HDR + len);
 	ring_end(d);
+	PCORI_HOP(PCORI_HOP_COMMIT);
 	return PCOR_OK;
 }
 

@@ -239,6 +239,9 @@ int shmp_drain(shm_port_t *p, uint32_t s)
 			}
 			rec.data = d->cells + (uint64_t)rec.first * g->cell_size;
 		}
+		if (rec.kind == PCORI_SHM_REC_FAST)
+			PCORI_HOP_SEEN_REC(ring.buf + (head & (ring.size - 1)),
+					   PCORI_SHM_REC_HDR + rec.len);
 		/* Compact records (in the ring or in cells) or whole frames. */
 		int r = rec.kind == PCORI_SHM_REC_FAST ||
 				rec.kind == PCORI_SHM_REC_FAST_CELLS
