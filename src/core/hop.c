@@ -9,7 +9,6 @@
 #include "core.h"
 
 #include <string.h>
-#include <time.h>
 #include <x86intrin.h>
 
 /* A hop longer than this (ticks) was not a ping-pong's turn: not counted. */
@@ -26,13 +25,6 @@ typedef struct hop_state {
 
 static _Thread_local hop_state_t hop;
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void pcori_hop_seen(const uint8_t *rec, size_t len)
 {
 	if (hop.open)
@@ -40,7 +32,7 @@ void pcori_hop_seen(const uint8_t *rec, size_t len)
 	uint64_t now = __rdtsc();
 	if (!hop.tsc0) {
 		hop.tsc0 = now;
-		hop.ns0 = mono_ns();
+		hop.ns0 = pcori_now_ns();
 	}
 	if (len <= PCORI_HOP_STAMP_AT) {
 		uint64_t sent;
@@ -92,7 +84,7 @@ void pcori_hop_report(void)
 {
 	if (!hop.tsc0)
 		return;
-	uint64_t ns = mono_ns() - hop.ns0;
+	uint64_t ns = pcori_now_ns() - hop.ns0;
 	uint64_t ticks = __rdtsc() - hop.tsc0;
 	if (!ns || !ticks)
 		return;
