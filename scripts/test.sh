@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run every pcor test: install what is missing, build, then run
-#   - the release build: all suites (the 5-minute soak only here);
+#   - the release build: all suites (the 5-minute soak only here, run
+#     beside the fuzzing: both take a fixed time);
 #   - an AddressSanitizer build and a ThreadSanitizer build: the unit,
 #     integration and stress suites;
 #   - the libFuzzer targets (clang), each for a bounded time.
@@ -34,12 +35,18 @@ build_and_test() {
   fi
   local args=()
   for s in $suites; do args+=(--suite "$s"); done
+  args+=(${TEST_ARGS:-})
   echo "=== $name: meson test ${args[*]} ${EXTRA[*]:-}"
   rm -f "$dir/meson-logs/testlog.json"
   meson test -C "$dir" --print-errorlogs "${args[@]}" "${EXTRA[@]}" \
     --timeout-multiplier "${MULT:-1}" | grep -vE '^(ninja|\s*$)'
+  count "$name" "$dir/meson-logs/testlog.json"
+}
+
+# count NAME LOG: add the results in meson's LOG (JSON lines) to the totals
+count() {
   local counts
-  counts=$(python3 - "$dir/meson-logs/testlog.json" <<'PY'
+  counts=$(python3 - "$2" <<'PY'
 import json, sys
 p = f = s = 0
 try:
@@ -60,7 +67,7 @@ print(p, f, s)
 PY
 )
   read -r p f s <<<"$counts"
-  echo "=== $name: $p passed, $f failed, $s skipped"
+  echo "=== $1: $p passed, $f failed, $s skipped"
   pass=$((pass+p)); fail=$((fail+f)); skip=$((skip+s))
 }
 
@@ -75,7 +82,14 @@ export TSAN_OPTIONS="report_signal_unsafe=0${TSAN_OPTIONS:+ $TSAN_OPTIONS}"
 # each connection past fi_close) are not ours: LeakSanitizer skips
 # allocations made there, and still reports every one of pcor's.
 export LSAN_OPTIONS="suppressions=$root/tests/naming/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+# The 5-minute soak runs for a fixed time, as the fuzzers do: it runs
+# beside the fuzzing build and its targets instead of before them (unless
+# arguments chose the suites).
+soak_apart=false
+[ ${#EXTRA[@]} -eq 0 ] && soak_apart=true
+$soak_apart && TEST_ARGS="--no-suite soak"
 MULT=1 build_and_test release "" -Dbuildtype=release -Dwerror=true
+TEST_ARGS=
 san_suites="unit integration stress mpi"
 # Sanitizer and fuzzing builds without link-time optimization: it adds
 # build time and nothing they look for (and clang's needs its own linker).
@@ -87,9 +101,22 @@ MULT=6 build_and_test tsan "$san_suites" -Dbuildtype=debugoptimized \
   -Db_sanitize=thread -Db_lundef=false -Dbench=false -Dwerror=true \
   -Db_lto=false -Dlock_bias=true
 
+if $soak_apart && [ -f build-release/build.ninja ]; then
+  echo "=== release-soak: meson test --suite soak (beside the fuzzing)"
+  rm -f build-release/meson-logs/soak.json
+  meson test -C build-release --suite soak --logbase soak --print-errorlogs \
+    >build-release/soak.out 2>&1 &
+  soak_pid=$!
+fi
 BUILD_CC=clang MULT=1 build_and_test fuzz "fuzz" -Dbuildtype=debugoptimized \
   -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false \
   -Dbench=false -Dwerror=true -Db_lto=false
+
+if [ -n "${soak_pid:-}" ]; then
+  wait "$soak_pid"
+  grep -vE '^(ninja|\s*$)' build-release/soak.out
+  count release-soak build-release/meson-logs/soak.json
+fi
 
 fail=$((fail+broken))
 echo "$pass passed, $fail failed, $skip skipped"

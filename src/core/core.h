@@ -198,7 +198,12 @@ static inline void pcori_fence_full(void)
 
 static inline void pcori_fence_light_local(void)
 {
-	/* Atomic only for the tests, which switch it with threads about. */
+	/*
+	 * Read after the caller's store, not hoisted above it: a process
+	 * that sleeps often switches to real fences while its threads run
+	 * (sync.c, fence_go_real).
+	 */
+	atomic_signal_fence(memory_order_seq_cst);
 	if (PCORI_LIKELY(__atomic_load_n(&pcori_asym_local, __ATOMIC_RELAXED)))
 		atomic_signal_fence(memory_order_seq_cst);
 	else
@@ -210,6 +215,8 @@ static inline void pcori_fence_light_local(void)
  * default) or both fence for real: a thread that sleeps on most waits
  * would pay an IPI-sending system call each time for a few nanoseconds
  * saved per message.  Only while no other pcor thread runs (pcor_init).
+ * A light process whose sleepers call membarrier more than about a
+ * thousand times a second switches to real fences by itself, for good.
  */
 void pcori_fence_choose(bool light);
 
@@ -555,8 +562,9 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(MEMBARRIER, membarrier, INT, "1", 0, 1,                              \
 	  "1: where the kernel allows and waiters spin (PCOR_SPIN_NS > 0, "    \
 	  "dispatch not block), threads on the message path fence only for "  \
-	  "the compiler and a thread about to sleep calls membarrier(2); 0: " \
-	  "real fences on both sides (read at load)")                         \
+	  "the compiler and a thread about to sleep calls membarrier(2), "    \
+	  "until sleeps grow frequent (over ~1000/s: real fences from then "  \
+	  "on); 0: real fences on both sides (read at load)")                 \
 	X(MPI_ALLREDUCE_LARGE, mpi_allreduce_large, SIZE, "64k", 0,            \
 	  (1LL << 46),                                                         \
 	  "MPI shim: allreduces of at least this many bytes with a "           \

@@ -45,6 +45,14 @@ _Thread_local _Atomic uint32_t pcori_fence_word
 	__attribute__((tls_model("initial-exec")));
 static bool asym_local_ok; /* registered: pcori_fence_choose may use it */
 
+/*
+ * Whether a sleeper must still make every thread fence: true while a
+ * thread on the message path may fence only for the compiler.  Cleared
+ * only after pcori_asym_local went false and one membarrier followed it
+ * (fence_go_real).
+ */
+static _Atomic bool heavy_needed;
+
 static int membarrier(int cmd)
 {
 	return (int)syscall(SYS_membarrier, cmd, 0, 0);
@@ -63,24 +71,85 @@ __attribute__((constructor)) static void detect_membarrier(void)
 		return;
 	if ((have & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
 	    membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)
-		pcori_asym_local = asym_local_ok = true;
+		pcori_asym_local = asym_local_ok = heavy_needed = true;
 	/* The sleeper's call needs no registration; our light side does. */
 	if ((have & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
 	    membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0)
 		pcori_asym_global = true;
 }
 
+/*
+ * A process that sleeps this often pays more in membarrier calls (a
+ * system call, and an interrupt for each CPU running one of its threads)
+ * than the locked instructions they save on its messages: from then on
+ * both sides fence for real.  Counted per window of calls.
+ */
+#define PCORI_FENCE_REAL_CALLS 1000u
+#define PCORI_FENCE_REAL_NS 1000000000u
+static _Atomic uint32_t heavy_calls;  /* membarrier calls in this window */
+static _Atomic uint64_t heavy_since;  /* when the window began, ns */
+static _Atomic bool going_real;       /* fence_go_real is taken, once */
+
 void pcori_fence_choose(bool light)
 {
-	__atomic_store_n(&pcori_asym_local, asym_local_ok && light,
-			 __ATOMIC_RELAXED);
+	bool l = asym_local_ok && light;
+	__atomic_store_n(&pcori_asym_local, l, __ATOMIC_RELAXED);
+	atomic_store(&heavy_needed, l);
+	atomic_store(&heavy_calls, 0);
+	atomic_store(&heavy_since, pcori_now_ns());
+	atomic_store(&going_real, false);
+}
+
+/*
+ * One way, while threads run.  Every light side reads pcori_asym_local
+ * after its store and before its load (pcori_fence_light_local).  One
+ * that still read true did so before the flag's store was seen, so the
+ * membarrier below interrupts it after that store, or the switch from it
+ * drains it: the store is seen by the time heavy_needed goes false, and
+ * any sleeper that reads false then loads after it.  One that reads
+ * false fences for real itself.
+ */
+static void fence_go_real(void)
+{
+	bool no = false;
+	if (!atomic_compare_exchange_strong(&going_real, &no, true))
+		return;
+	__atomic_store_n(&pcori_asym_local, false, __ATOMIC_SEQ_CST);
+	/* Should it fail, sleepers keep calling it (and nap if it fails). */
+	if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+		atomic_store_explicit(&heavy_needed, false,
+				      memory_order_release);
+	PCORI_INFO(PCORI_SUB_CORE, "threads sleep often (%u membarrier calls "
+		   "within a second): real fences from now on",
+		   PCORI_FENCE_REAL_CALLS);
+}
+
+static void heavy_counted(void)
+{
+	uint32_t n = atomic_fetch_add_explicit(&heavy_calls, 1,
+					       memory_order_relaxed) + 1;
+	if (n < PCORI_FENCE_REAL_CALLS)
+		return;
+	uint64_t now = pcori_now_ns();
+	if (now - atomic_load_explicit(&heavy_since, memory_order_relaxed) <
+	    PCORI_FENCE_REAL_NS) {
+		fence_go_real();
+		return;
+	}
+	/* A slower window: start another (a race here only blurs one). */
+	atomic_store_explicit(&heavy_since, now, memory_order_relaxed);
+	atomic_store_explicit(&heavy_calls, 0, memory_order_relaxed);
 }
 
 bool pcori_fence_heavy_local(void)
 {
 	pcori_fence_full();
-	return !__atomic_load_n(&pcori_asym_local, __ATOMIC_RELAXED) ||
-	       membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
+	if (!atomic_load_explicit(&heavy_needed, memory_order_acquire))
+		return true;
+	if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0)
+		return false;
+	heavy_counted();
+	return true;
 }
 
 bool pcori_fence_heavy_global(void)

@@ -5,7 +5,8 @@
  * owner that comes back late, tokens reused (biasing where compiled in), with
  * membarrier and with plain fences), waiting on a completion word (no
  * wait when done, timeouts, the sleeper bit, a wake reaching a sleeping
- * waiter) and the futex timeout itself.
+ * waiter), the futex timeout itself, and the switch to real fences of a
+ * process whose threads sleep often.
  */
 #include "core/core.h"
 
@@ -463,6 +464,58 @@ static void test_wake(void)
 	}
 }
 
+/*
+ * A process whose threads sleep often switches to real fences while they
+ * run (sync.c, fence_go_real).  Two threads hand a turn back and forth,
+ * each sleeping for it (the sleeper's side: counted, heavy fence) and
+ * waking the other (the light side): thousands of membarrier calls a
+ * second, so the switch happens mid-run.  A wake-up lost across it would
+ * leave a sleeper to its timeout with the turn still not its own.
+ */
+#define TURNS 20000
+#define TURN_TIMEOUT_NS 2000000000
+static _Atomic uint32_t turn, turn_sleepers[2];
+static _Atomic int turns_lost;
+
+static void *take_turns(void *arg)
+{
+	uint32_t me = (uint32_t)(intptr_t)arg;
+	for (uint32_t i = 0; i < TURNS; i++) {
+		uint32_t w;
+		while ((w = atomic_load(&turn)) % 2 != me) {
+			uint64_t t0 = th_now_ns();
+			pcori_sleep_counted(&turn_sleepers[me], &turn, w,
+					    TURN_TIMEOUT_NS);
+			if (atomic_load(&turn) == w &&
+			    th_now_ns() - t0 >= TURN_TIMEOUT_NS)
+				atomic_fetch_add(&turns_lost, 1);
+		}
+		atomic_store_explicit(&turn, w + 1, memory_order_release);
+		pcori_fence_light_local();
+		if (atomic_load_explicit(&turn_sleepers[1 - me],
+					 memory_order_relaxed))
+			pcori_futex_wake(&turn, 1);
+	}
+	return NULL;
+}
+
+static void test_fence_switch(void)
+{
+	pcori_fence_choose(true);
+	bool light = pcori_asym_local; /* the kernel may refuse membarrier */
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		th_thread_start(&t[i], take_turns, (void *)(intptr_t)i);
+	for (int i = 0; i < 2; i++)
+		th_thread_join(t[i]);
+	CHECK(atomic_load(&turn) == 2 * TURNS);
+	CHECK(atomic_load(&turns_lost) == 0);
+	/* Switched, for good; without membarrier there was nothing to. */
+	CHECK(!pcori_asym_local);
+	if (light)
+		printf("fence switch: light -> real under %d turns\n", TURNS);
+}
+
 int main(void)
 {
 	test_lock();
@@ -488,5 +541,6 @@ int main(void)
 	pcori_fence_choose(true);
 	test_wait_timeouts();
 	test_wake();
+	test_fence_switch();
 	return 0;
 }
