@@ -215,10 +215,14 @@ static inline void pcori_fence_light_local(void)
  * default) or both fence for real: a thread that sleeps on most waits
  * would pay an IPI-sending system call each time for a few nanoseconds
  * saved per message.  Only while no other pcor thread runs (pcor_init).
- * A light process whose sleepers call membarrier more than about a
- * thousand times a second switches to real fences by itself, for good.
+ * A light process whose sleepers keep calling membarrier more than a
+ * thousand times a second (five seconds in a row) switches to real
+ * fences by itself, for good.
  */
 void pcori_fence_choose(bool light);
+/* That rule's figures (tests): calls per window, its length, in a row. */
+void pcori_fence_auto_set(uint32_t calls, uint64_t window_ns,
+			  uint32_t windows);
 
 /* false: the barrier could not be had (a waiter then sleeps bounded). */
 bool pcori_fence_heavy_local(void);
@@ -563,8 +567,8 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	  "1: where the kernel allows and waiters spin (PCOR_SPIN_NS > 0, "    \
 	  "dispatch not block), threads on the message path fence only for "  \
 	  "the compiler and a thread about to sleep calls membarrier(2), "    \
-	  "until sleeps grow frequent (over ~1000/s: real fences from then "  \
-	  "on); 0: real fences on both sides (read at load)")                 \
+	  "until sleeps stay frequent (1000/s for 5 s: real fences from "    \
+	  "then on); 0: real fences on both sides (read at load)")            \
 	X(MPI_ALLREDUCE_LARGE, mpi_allreduce_large, SIZE, "64k", 0,            \
 	  (1LL << 46),                                                         \
 	  "MPI shim: allreduces of at least this many bytes with a "           \

@@ -79,16 +79,30 @@ __attribute__((constructor)) static void detect_membarrier(void)
 }
 
 /*
- * A process that sleeps this often pays more in membarrier calls (a
- * system call, and an interrupt for each CPU running one of its threads)
- * than the locked instructions they save on its messages: from then on
- * both sides fence for real.  Counted per window of calls.
+ * A process that keeps sleeping this often pays more in membarrier calls
+ * (a system call, and an interrupt for each CPU running one of its
+ * threads) than the locked instructions they save on its messages: after
+ * `windows` windows in a row with at least `calls` calls each, both sides
+ * fence for real.  In a row, so that a burst (a noisy neighbour, a
+ * profiler) does not cost a process its light fences for good.
  */
-#define PCORI_FENCE_REAL_CALLS 1000u
-#define PCORI_FENCE_REAL_NS 1000000000u
+static struct {
+	uint32_t calls;
+	uint64_t window_ns;
+	uint32_t windows;
+} fence_auto = {1000, 1000000000u, 5};
 static _Atomic uint32_t heavy_calls;  /* membarrier calls in this window */
 static _Atomic uint64_t heavy_since;  /* when the window began, ns */
+static _Atomic uint32_t busy_windows; /* full windows in a row before it */
 static _Atomic bool going_real;       /* fence_go_real is taken, once */
+
+void pcori_fence_auto_set(uint32_t calls, uint64_t window_ns,
+			  uint32_t windows)
+{
+	fence_auto.calls = calls;
+	fence_auto.window_ns = window_ns;
+	fence_auto.windows = windows;
+}
 
 void pcori_fence_choose(bool light)
 {
@@ -97,6 +111,7 @@ void pcori_fence_choose(bool light)
 	atomic_store(&heavy_needed, l);
 	atomic_store(&heavy_calls, 0);
 	atomic_store(&heavy_since, pcori_now_ns());
+	atomic_store(&busy_windows, 0);
 	atomic_store(&going_real, false);
 }
 
@@ -119,26 +134,32 @@ static void fence_go_real(void)
 	if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
 		atomic_store_explicit(&heavy_needed, false,
 				      memory_order_release);
-	PCORI_INFO(PCORI_SUB_CORE, "threads sleep often (%u membarrier calls "
-		   "within a second): real fences from now on",
-		   PCORI_FENCE_REAL_CALLS);
+	PCORI_INFO(PCORI_SUB_CORE, "threads sleep often (%u windows of %u "
+		   "membarrier calls or more): real fences from now on",
+		   fence_auto.windows, fence_auto.calls);
 }
 
 static void heavy_counted(void)
 {
-	uint32_t n = atomic_fetch_add_explicit(&heavy_calls, 1,
-					       memory_order_relaxed) + 1;
-	if (n < PCORI_FENCE_REAL_CALLS)
-		return;
+	atomic_fetch_add_explicit(&heavy_calls, 1, memory_order_relaxed);
 	uint64_t now = pcori_now_ns();
-	if (now - atomic_load_explicit(&heavy_since, memory_order_relaxed) <
-	    PCORI_FENCE_REAL_NS) {
-		fence_go_real();
+	uint64_t since = atomic_load_explicit(&heavy_since,
+					      memory_order_relaxed);
+	if (now - since < fence_auto.window_ns)
 		return;
-	}
-	/* A slower window: start another (a race here only blurs one). */
+	/* A window ended: busy, and right after the last one?  (Races
+	 * between sleepers here only blur one window's count.) */
 	atomic_store_explicit(&heavy_since, now, memory_order_relaxed);
-	atomic_store_explicit(&heavy_calls, 0, memory_order_relaxed);
+	uint32_t n = atomic_exchange_explicit(&heavy_calls, 0,
+					      memory_order_relaxed);
+	uint32_t busy = 0;
+	if (n >= fence_auto.calls && now - since < 2 * fence_auto.window_ns)
+		busy = atomic_fetch_add_explicit(&busy_windows, 1,
+						 memory_order_relaxed) + 1;
+	else
+		atomic_store_explicit(&busy_windows, 0, memory_order_relaxed);
+	if (busy >= fence_auto.windows)
+		fence_go_real();
 }
 
 bool pcori_fence_heavy_local(void)

@@ -469,7 +469,7 @@ static void test_wake(void)
  * run (sync.c, fence_go_real).  Two threads hand a turn back and forth,
  * each sleeping for it (the sleeper's side: counted, heavy fence) and
  * waking the other (the light side): thousands of membarrier calls a
- * second, so the switch happens mid-run.  A wake-up lost across it would
+ * second, window after window, so the switch happens mid-run.  A wake-up lost across it would
  * leave a sleeper to its timeout with the turn still not its own.
  */
 #define TURNS 20000
@@ -501,6 +501,8 @@ static void *take_turns(void *arg)
 
 static void test_fence_switch(void)
 {
+	/* Windows of 50 ms instead of seconds, three busy ones in a row. */
+	pcori_fence_auto_set(200, 50000000, 3);
 	pcori_fence_choose(true);
 	bool light = pcori_asym_local; /* the kernel may refuse membarrier */
 	pthread_t t[2];
