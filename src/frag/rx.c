@@ -457,30 +457,55 @@ out:
 	return taken;
 }
 
+void pcori_rx_batch_end(pcori_rx_batch_t *b)
+{
+	if (b->mq) {
+		pcori_unlock(&b->mq->lock);
+		b->mq = NULL;
+	}
+	if (b->peer) {
+		pcori_unlock(&b->peer->rx_lock);
+		b->peer = NULL;
+	}
+}
+
 /*
  * The common case of the fast path: a one-fragment fast message whose
  * turn it is, for a receive already posted.  It skips what rx_data keeps
  * for every other case (ordering by hold and replay, reassembly, MCBs).
- * false: not that case, and nothing was changed; rx_data takes it.
+ * false: not that case, nothing was changed and b is ended; rx_data
+ * takes it.  b keeps the peer's stream lock and the thread's queue lock
+ * held for the next record (NULL: one record, let go here).
  */
 static bool rx_fast(const pcori_port_t *port, pcori_peer_t *peer,
 		    const pcori_fast_hdr_t *f, const uint8_t *payload,
-		    size_t size)
+		    size_t size, pcori_rx_batch_t *b)
 {
+	pcori_rx_batch_t one = {0};
+	if (!b)
+		b = &one;
 	pcori_mkey_t k = {peer->pid, f->src_thid, f->dst_thid, f->tag, f->ctx};
 	pcori_mq_t *mq = &pcori_msg.mqs[f->dst_thid];
-	pcori_lock(&peer->rx_lock);
+	if (b->peer != peer) {
+		pcori_rx_batch_end(b);
+		pcori_lock(&peer->rx_lock);
+		b->peer = peer;
+	}
 	pcori_rxstream_t *rs = peer->rx[f->src_thid];
 	if (PCORI_UNLIKELY(!rs || rs->active || rs->refused || rs->nheld ||
 			   f->seq != rs->expected)) {
-		pcori_unlock(&peer->rx_lock);
+		pcori_rx_batch_end(b);
 		return false;
 	}
-	pcori_lock(&mq->lock);
+	if (b->mq != mq) {
+		if (b->mq)
+			pcori_unlock(&b->mq->lock);
+		pcori_lock(&mq->lock);
+		b->mq = mq;
+	}
 	pcori_req_t *r = pcori_mq_take_posted(mq, &k);
-	pcori_unlock(&mq->lock);
 	if (!r) {
-		pcori_unlock(&peer->rx_lock);
+		pcori_rx_batch_end(b);
 		return false;
 	}
 	rs->expected++;
@@ -497,11 +522,13 @@ static bool rx_fast(const pcori_port_t *port, pcori_peer_t *peer,
 	} else if (size) {
 		st = PCOR_ERR_NOMEM;
 	}
-	/* Reported and judged for truncation here, completed unlocked. */
+	/* Reported and judged for truncation here. */
 	st = pcori_recv_settle(r, &k, size, blk, st);
-	pcori_unlock(&peer->rx_lock);
+	/* Under the batch's locks: nothing of it takes another. */
 	pcori_req_complete(r, st);
 	PCORI_HOP(PCORI_HOP_MATCHED);
+	if (b == &one || (f->flags & PCORI_WF_HAS_ACK))
+		pcori_rx_batch_end(b); /* the ack takes the sender's locks */
 	if (f->flags & PCORI_WF_HAS_ACK)
 		pcori_on_ack(peer, (int32_t)(f->cookie >> 32),
 			     (uint32_t)f->cookie);
@@ -651,7 +678,7 @@ static bool rx_fast_frame(const pcori_port_t *port, pcori_peer_t *peer,
 	    .flags = h->flags,
 	    .cookie = h->cookie,
 	};
-	return rx_fast(port, peer, &f, payload, h->frag_len);
+	return rx_fast(port, peer, &f, payload, h->frag_len, NULL);
 }
 
 /* Is peer one whose messages are taken?  (A lost one's are dropped.) */
@@ -668,7 +695,7 @@ static pcori_peer_t *rx_peer(int pid)
 
 int pcori_port_recv_fast(pcori_port_t *port, int src_pid,
 			 const pcori_fast_hdr_t *f, const void *payload,
-			 size_t len)
+			 size_t len, pcori_rx_batch_t *b)
 {
 	/* What pcori_wire_decode checks of a frame, for these fields. */
 	uint32_t max = (uint32_t)pcori_rt.max_threads;
@@ -676,15 +703,27 @@ int pcori_port_recv_fast(pcori_port_t *port, int src_pid,
 			   (uint32_t)f->dst_thid >= max || f->tag < 0 ||
 			   (f->flags & ~(PCORI_WF_FAST | PCORI_WF_HAS_ACK)) ||
 			   !(f->flags & PCORI_WF_FAST) ||
-			   len > pcori_net.frag_size))
+			   len > pcori_net.frag_size)) {
+		pcori_rx_batch_end(b);
 		return -1;
-	if (PCORI_UNLIKELY(test_drop(port)))
+	}
+	if (PCORI_UNLIKELY(test_drop(port))) {
+		pcori_rx_batch_end(b);
 		return 1;
-	pcori_peer_t *peer = rx_peer(src_pid);
+	}
+	pcori_peer_t *peer = b->peer;
+	/* The batch's peer is known; a lost one's stream is still dropped. */
+	if (!peer || peer->pid != src_pid ||
+	    atomic_load_explicit(&peer->state, memory_order_acquire) ==
+		PCORI_PEER_LOST) {
+		pcori_rx_batch_end(b);
+		peer = rx_peer(src_pid);
+	}
 	if (!peer)
 		return 1;
-	if (port->lossless && rx_fast(port, peer, f, payload, len))
+	if (port->lossless && rx_fast(port, peer, f, payload, len, b))
 		return 1;
+	pcori_rx_batch_end(b);
 	/* Not the common case: the full path, with the frame it stands for. */
 	pcori_wire_hdr_t h = pcori_fast_wire(f, src_pid, pcori_rt.pid, len,
 					     pcori_net.lim.key_check);

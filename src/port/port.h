@@ -228,13 +228,27 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p);
  */
 bool pcori_port_recv(pcori_port_t *p, const void *msg, size_t len);
 /*
+ * Locks a port's drain keeps held from one fast message to the next, so
+ * that a run of them from one peer to one thread takes each lock once:
+ * the peer's stream lock, then the receiving thread's queue lock.  Start
+ * it zeroed; pcori_rx_batch_end lets both go, and must be called before
+ * the drain does anything else (hands up a frame, sleeps, returns).
+ */
+typedef struct pcori_rx_batch {
+	struct pcori_peer *peer; /* its rx_lock is held */
+	struct pcori_mq *mq;     /* its lock is held too */
+} pcori_rx_batch_t;
+void pcori_rx_batch_end(pcori_rx_batch_t *b);
+
+/*
  * The same for a fast-path message from process src_pid that the port
  * carried in its own form (see inject_fast); f comes from the peer and
  * is checked here.  1: taken; 0: no room yet, as above; -1: malformed.
+ * Any return but a taken fast message ends b.
  */
 int pcori_port_recv_fast(pcori_port_t *p, int src_pid,
 			 const pcori_fast_hdr_t *f, const void *payload,
-			 size_t len);
+			 size_t len, pcori_rx_batch_t *b);
 void pcori_port_tx_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
 void pcori_port_read_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
 

@@ -92,7 +92,7 @@ int shmp_release_dead(shm_port_t *p)
  * shm_inject_fast).  Returns what pcori_port_recv_fast does.
  */
 static int fast_recv(shm_port_t *p, const shm_peer_t *d,
-		     const pcori_shm_rec_t *rec)
+		     const pcori_shm_rec_t *rec, pcori_rx_batch_t *b)
 {
 	pcori_fast_hdr_t f;
 	size_t off = sizeof(pcori_shm_fast_t);
@@ -108,7 +108,7 @@ static int fast_recv(shm_port_t *p, const shm_peer_t *d,
 		off += 8;
 	}
 	return pcori_port_recv_fast(&p->base, d->pid, &f, rec->data + off,
-				    rec->len - off);
+				    rec->len - off, b);
 }
 
 /* --------------------------------------------------------- progress */
@@ -202,6 +202,8 @@ int shmp_drain(shm_port_t *p, uint32_t s)
 	    .size = p->g.ring_size,
 	};
 	int n = 0;
+	/* A run of fast records takes the receiving locks once. */
+	pcori_rx_batch_t b = {0};
 	while (n < SHM_DRAIN_BUDGET) {
 		pcori_shm_rec_t rec;
 		uint64_t next;
@@ -243,10 +245,16 @@ int shmp_drain(shm_port_t *p, uint32_t s)
 			PCORI_HOP_SEEN_REC(ring.buf + (head & (ring.size - 1)),
 					   PCORI_SHM_REC_HDR + rec.len);
 		/* Compact records (in the ring or in cells) or whole frames. */
-		int r = rec.kind == PCORI_SHM_REC_FAST ||
-				rec.kind == PCORI_SHM_REC_FAST_CELLS
-			    ? fast_recv(p, d, &rec)
-			    : pcori_port_recv(&p->base, rec.data, rec.len);
+		int r;
+		if (rec.kind == PCORI_SHM_REC_FAST ||
+		    rec.kind == PCORI_SHM_REC_FAST_CELLS) {
+			r = fast_recv(p, d, &rec, &b);
+		} else {
+			pcori_rx_batch_end(&b);
+			r = pcori_port_recv(&p->base, rec.data, rec.len);
+		}
+		if (r <= 0)
+			pcori_rx_batch_end(&b);
 		if (r < 0) {
 			rslot_broken(p, s, "fast record");
 			break;
@@ -268,6 +276,7 @@ int shmp_drain(shm_port_t *p, uint32_t s)
 			rs->published = head;
 		}
 	}
+	pcori_rx_batch_end(&b);
 	rs->head = head;
 	if (rs->published != head) {
 		atomic_store_explicit(&p->heads[s], head, memory_order_release);
