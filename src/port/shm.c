@@ -487,10 +487,30 @@ static uint8_t *ring_begin(shm_peer_t *d, uint32_t kind, size_t len,
 	return NULL;
 }
 
+/*
+ * How far past the tail ring_end asks for a line: beyond the line a
+ * caught-up consumer polls (the tail's) and its pair.
+ */
+#define SHM_WRITE_AHEAD (4 * PCORI_SHM_LINE)
+
 static void ring_end(shm_peer_t *d)
 {
 	pcori_shm_ring_commit(&d->ring, &d->prod);
 	wake_if_sleeping(d->hdr, d->fence);
+	/*
+	 * In a run of sends, the line a few records on: the consumer read it
+	 * a lap ago and still holds it, so writing it will need it back.
+	 * Asked for now, that transfer overlaps this message's return and
+	 * the next one's work instead of stalling the next locked
+	 * instruction behind the store that needs it.  Not for a lone send
+	 * (a ping-pong's): there the consumer, polling close behind, would
+	 * lose lines it reads next and fetch them back.
+	 */
+	uint32_t run = atomic_load_explicit(&d->sent_run, memory_order_relaxed);
+	atomic_store_explicit(&d->sent_run, run + 1, memory_order_relaxed);
+	if (run)
+		pcori_prefetchw(d->ring.buf + ((d->prod.tail + SHM_WRITE_AHEAD) &
+					       (d->ring.size - 1)));
 	pcori_unlock(&d->tx_lock);
 }
 

@@ -46,6 +46,12 @@ typedef struct shm_peer {
 	pcori_shm_ring_t ring;
 	pcori_shm_prod_t prod;
 	bool fence; /* a real fence before reading its `sleeping` */
+	/*
+	 * Records put since progress last took any of its (ring_end): from
+	 * the second on, a run of sends, whose ring lines are asked for
+	 * ahead.  Cleared by shmp_drain.
+	 */
+	_Atomic uint32_t sent_run;
 	bool gone;	       /* released: sends fail, mapping is gone */
 	_Atomic bool dead;     /* the directory says it left */
 	_Atomic bool released; /* its resources are let go of */

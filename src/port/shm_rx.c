@@ -277,6 +277,9 @@ int shmp_drain(shm_port_t *p, uint32_t s)
 		}
 	}
 	pcori_rx_batch_end(&b);
+	/* It answered: our next send to it starts a new run (ring_end). */
+	if (n && atomic_load_explicit(&d->sent_run, memory_order_relaxed))
+		atomic_store_explicit(&d->sent_run, 0, memory_order_relaxed);
 	rs->head = head;
 	if (rs->published != head) {
 		atomic_store_explicit(&p->heads[s], head, memory_order_release);
