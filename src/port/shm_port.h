@@ -49,7 +49,8 @@ typedef struct shm_peer {
 	/*
 	 * Records put since progress last took any of its (ring_end): from
 	 * the second on, a run of sends, whose ring lines are asked for
-	 * ahead.  Cleared by shmp_drain.
+	 * ahead.  Cleared by shmp_drain, without tx_lock: a hint, which a
+	 * race can only make one prefetch early or late.
 	 */
 	_Atomic uint32_t sent_run;
 	bool gone;	       /* released: sends fail, mapping is gone */
