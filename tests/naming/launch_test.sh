@@ -236,9 +236,12 @@ linkdown-xfer)
 	;;
 unreach)
 	# The job cannot end by itself: it is ended after 8 s, five peer
-	# timeouts, in which nobody may declare process 0 lost.
+	# timeouts, in which nobody may declare process 0 lost.  Ended by
+	# SIGKILL to pcorrun, whose processes die with it at once: a SIGTERM
+	# passed on can end process 0 first, and the others, still running
+	# (slowly, under a sanitizer), then rightly hear that it is gone.
 	PCOR_FAULT_CONNECT_TO=0 UNREACH_STAY=1 PCOR_LOG_LEVEL=info \
-		timeout -k 5 8 "$pcorrun" -n 3 --tag-output -x UNREACH_STAY \
+		timeout -s KILL 8 "$pcorrun" -n 3 --tag-output -x UNREACH_STAY \
 		"$app" unreach 3 "$marker" >"$tmp/out" 2>"$tmp/err"
 	re='process 0 runs (says the launcher) but cannot be reached'
 	for q in 1 2; do
