@@ -70,8 +70,10 @@ __attribute__((constructor)) static void detect_membarrier(void)
 	if (have < 0 || (knob && strcmp(knob, "0") == 0))
 		return;
 	if ((have & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-	    membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)
-		pcori_asym_local = asym_local_ok = heavy_needed = true;
+	    membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0) {
+		pcori_asym_local = asym_local_ok = true;
+		atomic_store(&heavy_needed, true);
+	}
 	/* The sleeper's call needs no registration; our light side does. */
 	if ((have & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
 	    membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0)
