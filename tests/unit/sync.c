@@ -469,13 +469,15 @@ static void test_wake(void)
  * run (sync.c, fence_go_real).  Two threads hand a turn back and forth,
  * each sleeping for it (the sleeper's side: counted, heavy fence) and
  * waking the other (the light side): thousands of membarrier calls a
- * second, window after window, so the switch happens mid-run.  A wake-up lost across it would
- * leave a sleeper to its timeout with the turn still not its own.
+ * second, window after window, so the switch happens mid-run.  A wake-up
+ * lost across it would leave a sleeper to its timeout with the turn
+ * still not its own.
  */
 #define TURNS 20000
 #define TURN_TIMEOUT_NS 2000000000
 static _Atomic uint32_t turn, turn_sleepers[2];
 static _Atomic int turns_lost;
+static _Atomic uint32_t switched_at; /* the turn first seen on real fences */
 
 static void *take_turns(void *arg)
 {
@@ -490,6 +492,9 @@ static void *take_turns(void *arg)
 			    th_now_ns() - t0 >= TURN_TIMEOUT_NS)
 				atomic_fetch_add(&turns_lost, 1);
 		}
+		if (!atomic_load(&switched_at) &&
+		    !__atomic_load_n(&pcori_asym_local, __ATOMIC_RELAXED))
+			atomic_store(&switched_at, w + 1);
 		atomic_store_explicit(&turn, w + 1, memory_order_release);
 		pcori_fence_light_local();
 		if (atomic_load_explicit(&turn_sleepers[1 - me],
@@ -514,8 +519,13 @@ static void test_fence_switch(void)
 	CHECK(atomic_load(&turns_lost) == 0);
 	/* Switched, for good; without membarrier there was nothing to. */
 	CHECK(!pcori_asym_local);
-	if (light)
-		printf("fence switch: light -> real under %d turns\n", TURNS);
+	if (light) {
+		/* While the turns went on, with turns left to run on it. */
+		uint32_t at = atomic_load(&switched_at);
+		CHECK(at > 1 && at < 2 * TURNS);
+		printf("fence switch: light -> real at turn %u of %d\n", at,
+		       2 * TURNS);
+	}
 }
 
 int main(void)
