@@ -121,7 +121,8 @@ typedef struct pcori_txmsg {
 	void *data;            /* payload */
 	void *reg;             /* rendezvous exposure handle */
 	pcori_port_t *busy_port; /* rendezvous: the port it keeps busy */
-	uint8_t *hdrs;         /* nfrags (eager) or 2 windows (stream) */
+	uint8_t *hdrs;         /* nfrags (eager) or the RTS (rendezvous) */
+	uint8_t *banks;        /* streamed rendezvous: 2 windows of headers */
 	uint32_t sfrag, send;  /* streamed rendezvous: fragments to post */
 	uint32_t cts_w;        /* streamed rendezvous: last window asked */
 	pcori_list_t slink;    /* in the stream's list of such messages */

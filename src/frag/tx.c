@@ -49,18 +49,28 @@ static bool goes_rndv(const pcori_route_t *rt, size_t len)
 }
 
 /* Header room of a message's record (after the pcori_txmsg_t). */
+/* Header room in the record: a rendezvous holds its request's bytes. */
 static size_t tx_hdr_bytes(size_t len, bool rndv)
 {
-	/* Rendezvous: the request's bytes, then two banks of a window. */
 	if (rndv)
-		return RTS_ROOM + 2 * PCORI_FRAG_WINDOW * PCORI_WIRE_HDR_SIZE;
+		return RTS_ROOM;
 	return pcori_frag_count(len, pcori_net.frag_size) * PCORI_WIRE_HDR_SIZE;
 }
 
+/*
+ * A streamed rendezvous's headers, two banks of a window, allocated when
+ * it is streamed: one the receiver reads never needs them, and a window
+ * of such records freed at once (4 KiB more each) made the heap shrink
+ * and fault back in at every window.
+ */
+#define STREAM_BANKS (2 * PCORI_FRAG_WINDOW * PCORI_WIRE_HDR_SIZE)
+
 static size_t tx_cost(bool copy, size_t len, bool rndv)
 {
+	/* The banks are charged up front: a refusal comes before the send. */
 	return sizeof(pcori_txmsg_t) + tx_hdr_bytes(len, rndv) +
-	       sizeof(pcori_req_t) + (copy ? len : 0);
+	       (rndv ? STREAM_BANKS : 0) + sizeof(pcori_req_t) +
+	       (copy ? len : 0);
 }
 
 size_t pcori_tx_cost(int pid, bool copy, size_t len)
@@ -158,6 +168,7 @@ void pcori_txm_free(pcori_txmsg_t *m)
 		pcori_dma_free(m->data);
 	size_t held = m->held;
 	bool oversize = m->flags & PCORI_TXM_OVERSIZE;
+	free(m->banks);
 	free(m);
 	/* After the memory went: what the budget admits next is on top. */
 	if (held)
@@ -632,6 +643,14 @@ void pcori_on_fin_frame(pcori_peer_t *peer, int32_t thid, uint64_t cookie)
 	pcori_send_ctl(peer, PCORI_W_FINACK, 0, 0, cookie, 0, NULL);
 }
 
+/* Try m's fragments again shortly (the port or memory was short). */
+static void stream_later(pcori_txstream_t *ts, pcori_txmsg_t *m)
+{
+	if (pcori_list_empty(&m->slink))
+		pcori_list_push_back(&ts->streaming, &m->slink);
+	pcori_timer_arm(ts, pcori_now_ns() + 20000);
+}
+
 /* Post the pending fragments of a streamed rendezvous.  Lock held. */
 void pcori_stream_post(pcori_txmsg_t *m)
 {
@@ -645,6 +664,11 @@ void pcori_stream_post(pcori_txmsg_t *m)
 		return;
 	}
 	pcori_port_t *p = rt->port;
+	if (!m->banks && m->sfrag < m->send &&
+	    !(m->banks = malloc(STREAM_BANKS))) {
+		stream_later(ts, m);
+		return;
+	}
 	while (m->sfrag < m->send) {
 		uint32_t i = m->sfrag;
 		size_t off, flen;
@@ -658,7 +682,7 @@ void pcori_stream_post(pcori_txmsg_t *m)
 		/* Two banks: a window's headers live until the next is asked.
 		 */
 		uint8_t *hb =
-		    m->hdrs + RTS_ROOM +
+		    m->banks +
 		    ((size_t)((i / PCORI_FRAG_WINDOW) & 1) * PCORI_FRAG_WINDOW +
 		     i % PCORI_FRAG_WINDOW) *
 			PCORI_WIRE_HDR_SIZE;
@@ -670,10 +694,7 @@ void pcori_stream_post(pcori_txmsg_t *m)
 		if (rc) {
 			atomic_fetch_sub(&m->inflight, 1);
 			if (rc == PCOR_ERR_AGAIN) {
-				if (pcori_list_empty(&m->slink))
-					pcori_list_push_back(&ts->streaming,
-							     &m->slink);
-				pcori_timer_arm(ts, pcori_now_ns() + 20000);
+				stream_later(ts, m);
 				return;
 			}
 			PCORI_WARN(PCORI_SUB_DISPATCH,
