@@ -379,6 +379,7 @@ static void peer_free(pcori_peer_t *p)
 						n, pcori_txmsg_t, link);
 					if (m->flags & PCORI_TXM_OWNDMA)
 						pcori_dma_free(m->data);
+					free(m->banks);
 					free(m);
 				}
 			free(ts);
