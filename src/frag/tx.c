@@ -48,8 +48,10 @@ static bool goes_rndv(const pcori_route_t *rt, size_t len)
 	       rt->port->can_read && !pcori_net.force_stream;
 }
 
-/* Header room of a message's record (after the pcori_txmsg_t). */
-/* Header room in the record: a rendezvous holds its request's bytes. */
+/*
+ * Header room of a message's record (after the pcori_txmsg_t): one
+ * header a fragment, or a rendezvous's request.
+ */
 static size_t tx_hdr_bytes(size_t len, bool rndv)
 {
 	if (rndv)
