@@ -424,6 +424,11 @@ int pcori_acks_flush(bool force);
  * message tells it to start afresh) / what is being received from a peer.
  */
 void pcori_txstream_fail(pcori_txstream_t *ts, int status, bool resync);
+/*
+ * Finalize's teardown of a stream: free it and the records it still holds,
+ * memory only (the ports are closed and the send budget goes with us).
+ */
+void pcori_txstream_discard(pcori_txstream_t *ts);
 void pcori_rx_fail(pcori_peer_t *peer, int status);
 /*
  * Before leaving: acknowledge again everything received, in case the

@@ -366,24 +366,8 @@ static void peer_free(pcori_peer_t *p)
 {
 	for (int t = 0; t < pcori_rt.max_threads; t++) {
 		pcori_txstream_t *ts = atomic_load(&p->tx[t]);
-		if (ts) {
-			pcori_txstream_count(ts, NULL);
-			pcori_list_t *lists[] = {&ts->sent, &ts->waiting,
-						 &ts->waiting_fin,
-						 &ts->orphans};
-			for (int i = 0; i < 4; i++)
-				while (!pcori_list_empty(lists[i])) {
-					pcori_list_t *n = lists[i]->next;
-					pcori_list_remove(n);
-					pcori_txmsg_t *m = PCORI_CONTAINER_OF(
-						n, pcori_txmsg_t, link);
-					if (m->flags & PCORI_TXM_OWNDMA)
-						pcori_dma_free(m->data);
-					free(m->banks);
-					free(m);
-				}
-			free(ts);
-		}
+		if (ts)
+			pcori_txstream_discard(ts);
 		pcori_rxstream_t *rs = p->rx[t];
 		if (rs) {
 			while (!pcori_list_empty(&rs->held)) {

@@ -158,6 +158,29 @@ static int txb_take(size_t n, bool oversize)
 
 /* --------------------------------------------------------- send side */
 
+/* A record's memory, nothing else. */
+static void txm_discard(pcori_txmsg_t *m)
+{
+	if (m->flags & PCORI_TXM_OWNDMA)
+		pcori_dma_free(m->data);
+	free(m->banks);
+	free(m);
+}
+
+void pcori_txstream_discard(pcori_txstream_t *ts)
+{
+	pcori_txstream_count(ts, NULL);
+	pcori_list_t *lists[] = {&ts->sent, &ts->waiting, &ts->waiting_fin,
+				 &ts->orphans};
+	for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+		while (!pcori_list_empty(lists[i])) {
+			pcori_list_t *n = lists[i]->next;
+			pcori_list_remove(n);
+			txm_discard(PCORI_CONTAINER_OF(n, pcori_txmsg_t, link));
+		}
+	free(ts);
+}
+
 void pcori_txm_free(pcori_txmsg_t *m)
 {
 	/* Exposed (and kept busy) through the port of its first post. */
@@ -166,12 +189,9 @@ void pcori_txm_free(pcori_txmsg_t *m)
 		atomic_fetch_sub(&p->busy, 1);
 	if (m->reg && p)
 		p->ops->unexpose(p, m->reg);
-	if (m->flags & PCORI_TXM_OWNDMA)
-		pcori_dma_free(m->data);
 	size_t held = m->held;
 	bool oversize = m->flags & PCORI_TXM_OVERSIZE;
-	free(m->banks);
-	free(m);
+	txm_discard(m);
 	/* After the memory went: what the budget admits next is on top. */
 	if (held)
 		txb_put(held);
