@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run_medium.sh -- medium messages (1-64 KiB) between two processes of one
 # host: pcor's streaming bandwidth over pcor-shm with the default
-# rendezvous threshold and with each PCOR_SHM_EAGER_MAX candidate, sending
+# rendezvous threshold, with each PCOR_SHM_EAGER_MAX candidate and with
+# each fixed kind of store into the cells (PCOR_SHM_NT_STORES), sending
 # from DMA memory (pcor_send_dma) and with pcor_send_copy ("-copy" rows),
 # next to Open MPI (vader) and MPICH running bench/shm/mpi_p2p.c, interleaved:
 # every repetition runs every configuration once, in turn.  This is the
@@ -10,14 +11,16 @@
 #   bench/shm/run_medium.sh [BUILD_DIR]
 #
 # Environment: REPS (default 10), THRESHOLDS (default "4k 8k 16k 32k 64k"),
-# OUT (default a scratch directory).  Writes raw.csv, summary.md and
+# STORES (default "off on"; either may be empty), OUT (default a scratch
+# directory).  Writes raw.csv, summary.md and
 # medium.png; prints per size the median MB/s of each configuration and
 # pcor's default over the better MPI.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-build}" && pwd)
 REPS=${REPS:-10}
-THRESHOLDS=${THRESHOLDS:-"4k 8k 16k 32k 64k"}
+THRESHOLDS=${THRESHOLDS-"4k 8k 16k 32k 64k"}
+STORES=${STORES-"off on"}
 OUT=${OUT:-$(dirname "$(mktemp -u)")/pcor-medium-bench}
 mkdir -p "$OUT"
 raw=$OUT/raw.csv
@@ -57,6 +60,9 @@ for rep in $(seq "$REPS"); do
 	pcor pcor-default "$rep"
 	for t in $THRESHOLDS; do
 		pcor "pcor-eager-$t" "$rep" PCOR_SHM_EAGER_MAX="$t"
+	done
+	for t in $STORES; do
+		pcor "pcor-nt-$t" "$rep" PCOR_SHM_NT_STORES="$t"
 	done
 	mpi ompi-vader "mpirun.openmpi -n 2 --bind-to core --mca pml ob1 --mca btl self,vader" \
 		"$MPI_OMPI" "$rep"

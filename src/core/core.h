@@ -616,6 +616,9 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(SHM_EAGER_MAX, shm_eager_max, SIZE, "64k", 0, 2 << 20,               \
 	  "pcor-shm with single copy on: larger messages go by rendezvous "   \
 	  "(one copy, straight from the sender's memory) instead of cells")    \
+	X(SHM_NT_STORES, shm_nt_stores, STRING, "auto", 0, 0,                 \
+	  "pcor-shm: copy messages of 8 KiB or more into cells with "          \
+	  "non-temporal stores: auto (while measured cheaper), on or off")     \
 	X(SHM_PEERS, shm_peers, INT, "256", 1, 4096,                           \
 	  "pcor-shm: processes of one host that can send to one process")      \
 	X(SHM_RING_SIZE, shm_ring_size, SIZE, "32k", 4096, 16 << 20,           \

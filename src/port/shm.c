@@ -446,15 +446,6 @@ static int again(shm_port_t *p)
 	return PCOR_ERR_AGAIN;
 }
 
-static void gather(uint8_t *dst, const struct iovec *iov, size_t niov)
-{
-	for (size_t i = 0; i < niov; i++) {
-		if (iov[i].iov_len)
-			memcpy(dst, iov[i].iov_base, iov[i].iov_len);
-		dst += iov[i].iov_len;
-	}
-}
-
 /* Take count cells, reclaiming consumed ones first.  pool_lock held. */
 static bool pool_take(shm_port_t *p, uint32_t count, uint32_t *first)
 {
@@ -522,7 +513,7 @@ static int ring_put(shm_port_t *p, shm_peer_t *d, uint32_t kind,
 	uint8_t *dst = ring_begin(d, kind, len, len, &rc);
 	if (!dst)
 		return rc == PCOR_ERR_AGAIN ? again(p) : rc;
-	gather(dst, iov, niov);
+	shmp_copy(&p->copy, dst, iov, niov, len);
 	ring_end(d);
 	return PCOR_OK;
 }
@@ -594,7 +585,8 @@ static int cells_put(shm_port_t *p, shm_peer_t *d, uint32_t kind,
 	if (!got)
 		return again(p);
 	/* The big copy runs outside every lock. */
-	gather(p->cells + (uint64_t)first * p->g.cell_size, iov, niov);
+	shmp_copy(&p->copy, p->cells + (uint64_t)first * p->g.cell_size, iov,
+		  niov, len);
 	int rc = PCOR_OK;
 	uint8_t *dst = ring_begin(d, kind, len, 8, &rc);
 	if (dst) {
@@ -731,6 +723,12 @@ static void shm_close(pcori_port_t *bp)
 	if (live == p)
 		live = NULL;
 	pcori_unlock(&hook_lock);
+	if (p->copy.n)
+		PCORI_INFO(PCORI_SUB_DISPATCH,
+			   "pcor-shm: %llu copies of %d bytes or more into "
+			   "cells, %llu of them with non-temporal stores",
+			   (unsigned long long)p->copy.n, SHMP_NT_MIN,
+			   (unsigned long long)p->copy.n_nt);
 	while (p->peers) {
 		shm_peer_t *d = p->peers;
 		p->peers = d->next;
@@ -775,6 +773,7 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	if (!p)
 		return PCOR_ERR_NOMEM;
 	p->fd = -1;
+	shmp_copy_init(&p->copy);
 	p->base.ops = &shm_ops;
 	p->base.index = index;
 	pcori_lock_init(&p->base.progress_lock);

@@ -1,8 +1,8 @@
 /*
  * shm_port.h -- the pcor-shm port's own objects, shared by its files:
  * shm.c (segment, peers, sends, life cycle), shm_rx.c (receive slots,
- * draining rings, progress and sleeping in the port) and shm_cma.c
- * (single copy).
+ * draining rings, progress and sleeping in the port), shm_cma.c (single
+ * copy) and shm_copy.c (the copy into cells).
  * The lock order is in shm.c's design notes.
  */
 #ifndef PCOR_PORT_SHM_PORT_H
@@ -80,6 +80,22 @@ typedef struct shm_rslot {
 	_Atomic bool quiet;
 } shm_rslot_t;
 
+/*
+ * How the port copies into its cells (shm_copy.c): messages of SHMP_NT_MIN
+ * bytes or more with non-temporal stores where those are measured cheaper.
+ * Below that the copy is too short for its lines' fetch to dominate, and a
+ * receiver that reads at once finds them in no cache.
+ */
+#define SHMP_NT_MIN 8192
+typedef struct shm_copy {
+	int force; /* PCOR_SHM_NT_STORES: -1 auto, 0 off, 1 on */
+	_Atomic bool nt; /* auto's current choice */
+	/* Timed samples, picoseconds a byte (0: none yet). */
+	_Atomic uint32_t ps_plain, ps_nt;
+	/* Copies of SHMP_NT_MIN bytes or more; of those non-temporal. */
+	_Atomic uint64_t n, n_nt;
+} shm_copy_t;
+
 typedef struct shm_cqe {
 	pcori_ctx_t *ctx;
 	int32_t status;
@@ -100,6 +116,7 @@ struct shm_port {
 	/* The send cell pool. */
 	pcori_lock_t pool_lock; /* guards pool */
 	pcori_shm_pool_t pool;
+	shm_copy_t copy;
 	/* Completions of sendv, reported by progress. */
 	pcori_lock_t cq_lock; /* guards cq, ncq */
 	shm_cqe_t *cq, *cq_spare;
@@ -165,6 +182,12 @@ int shmp_read(pcori_port_t *bp, uint64_t src, void *dst, size_t len,
 int shmp_expose(pcori_port_t *bp, const void *buf, size_t len,
 		uint64_t *raddr_p, uint64_t *key_p, void **reg_p);
 void shmp_unexpose(pcori_port_t *bp, void *reg);
+
+/* shm_copy.c: the copy into cells */
+void shmp_copy_init(shm_copy_t *c);
+/* Copy the niov pieces, len bytes in all, to dst (fenced on return). */
+void shmp_copy(shm_copy_t *c, uint8_t *dst, const struct iovec *iov,
+	       size_t niov, size_t len);
 
 /* shm.c */
 int shmp_cq_drain(shm_port_t *p);

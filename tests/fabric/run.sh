@@ -86,6 +86,19 @@ if [ "$prov" = pcor-shm ]; then
 		grep -q "pcor-shm segment.*single copy on" "$tmp/err" &&
 			{ echo "FAIL: single copy used with PCOR_SHM_CMA=off"; exit 1; }
 	fi
+	# The copies into cells were of the kind asked for (and some were).
+	nt=${PCOR_SHM_NT_STORES:-auto}
+	if [ "$nt" != auto ]; then
+		copies=$(sed -n 's/.*pcor-shm: \([0-9]*\) copies of .*, \([0-9]*\) of them with non-temporal stores/\1 \2/p' "$tmp/err")
+		[ -n "$copies" ] ||
+			{ echo "FAIL: no copy into cells counted"; exit 1; }
+		echo "$copies" | while read -r all ntc; do
+			want=0; [ "$nt" = on ] && want=$all
+			[ "$ntc" -eq "$want" ] ||
+				{ echo "FAIL: $ntc of $all copies non-temporal with PCOR_SHM_NT_STORES=$nt"; exit 1; }
+		done || exit 1
+		echo "pcor-shm copies into cells (copies, non-temporal):" $copies
+	fi
 	for s in $segs; do
 		if ls -l /proc/[0-9]*/fd/ 2>/dev/null | grep -q "memfd:$s "; then
 			echo "FAIL: memfd $s still held open"; exit 1
