@@ -7,17 +7,23 @@
  * the cell last, so when its core's cache is far from ours every line's
  * ownership crosses the machine: in that placement a 64 KiB copy took
  * 9.6 us with ordinary stores and 1.7 us with non-temporal ones, which
- * fetch nothing (docs/BENCHMARKS.md).  When the two cores share a cache the
- * ordinary copy is cheap and leaves the data where the receiver reads it,
- * while non-temporal stores would push it out to memory.  The host moves
- * our virtual CPUs between such placements as it runs, so the port times a
- * sample of its copies of each kind and takes non-temporal stores while
- * ordinary ones cost more than twice as much.
+ * fetch nothing.  When the two cores share a cache it is the other way
+ * round, and by more: ordinary stores are cheap and leave the data where
+ * the receiver reads it, while non-temporal stores to lines the other
+ * core holds took ten times as long (docs/BENCHMARKS.md).  The host moves
+ * our virtual CPUs between such placements as it runs, so the port keeps
+ * timing: one copy in SAMPLE_EVERY starts with SAMPLE_BYTES of the kind
+ * not in use, another with the kind in use, and the port takes
+ * non-temporal stores while ordinary ones cost more than NT_GAIN times as
+ * much (medians of the last three samples of each, so one interrupted
+ * sample changes nothing).  Timing only the first bytes bounds what a
+ * sample of the wrong kind costs.
  */
 #include "shm_port.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <x86intrin.h>
 #define HAVE_NT 1
 #else
 #define HAVE_NT 0
@@ -25,9 +31,10 @@
 
 #include <string.h>
 
-#define SAMPLE_EVERY 64 /* of the copies in question, one of each kind timed */
-#define EWMA_SHIFT   2	/* weight of a new sample: 1/4 */
-#define NT_GAIN	     2	/* ordinary over non-temporal cost that switches */
+#define SAMPLE_BYTES 8192 /* timed at the start of a sampled copy */
+#define SAMPLE_EVERY 128  /* copies per sample of each kind */
+#define SAMPLE_EARLY 8	  /* the same, until each kind has three */
+#define NT_GAIN	     2	  /* ordinary over non-temporal cost that switches */
 
 void shmp_copy_init(shm_copy_t *c)
 {
@@ -58,95 +65,136 @@ static void copy_nt(uint8_t *dst, const uint8_t *src, size_t n)
 	src += head;
 	n -= head;
 	for (; n >= 64; dst += 64, src += 64, n -= 64) {
-		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)src);
-		__m128i b = _mm_loadu_si128(
-		    (const __m128i *)(const void *)(src + 16));
-		__m128i c = _mm_loadu_si128(
-		    (const __m128i *)(const void *)(src + 32));
-		__m128i d = _mm_loadu_si128(
-		    (const __m128i *)(const void *)(src + 48));
-		_mm_stream_si128((__m128i *)(void *)dst, a);
-		_mm_stream_si128((__m128i *)(void *)(dst + 16), b);
-		_mm_stream_si128((__m128i *)(void *)(dst + 32), c);
-		_mm_stream_si128((__m128i *)(void *)(dst + 48), d);
+		const __m128i *s = (const __m128i *)(const void *)src;
+		__m128i *d = (__m128i *)(void *)dst;
+		__m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
+		__m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
+		_mm_stream_si128(d, a);
+		_mm_stream_si128(d + 1, b);
+		_mm_stream_si128(d + 2, c);
+		_mm_stream_si128(d + 3, e);
 	}
 	memcpy(dst, src, n);
 }
+
+static uint64_t ticks_now(void)
+{
+	return __rdtsc();
+}
+#else
+static void copy_nt(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	memcpy(dst, src, n);
+}
+
+static uint64_t ticks_now(void)
+{
+	return 0;
+}
 #endif
 
-static void gather(uint8_t *dst, const struct iovec *iov, size_t niov,
-		   bool nt)
+static void copy_kind(uint8_t *dst, const uint8_t *src, size_t n, bool nt)
 {
-	for (size_t i = 0; i < niov; i++) {
-		if (!iov[i].iov_len)
-			continue;
-#if HAVE_NT
-		if (nt)
-			copy_nt(dst, iov[i].iov_base, iov[i].iov_len);
-		else
-#endif
-			memcpy(dst, iov[i].iov_base, iov[i].iov_len);
-		dst += iov[i].iov_len;
-	}
-#if HAVE_NT
-	/*
-	 * Non-temporal stores are not ordered by the release store that
-	 * publishes the record: fence them first.
-	 */
 	if (nt)
-		_mm_sfence();
-#else
-	(void)nt;
+		copy_nt(dst, src, n);
+	else
+		memcpy(dst, src, n);
+}
+
+/* Bytes [from, to) of the pieces, to the same place of dst. */
+static void gather(uint8_t *dst, const struct iovec *iov, size_t niov,
+		   size_t from, size_t to, bool nt)
+{
+	size_t at = 0;
+	for (size_t i = 0; i < niov && at < to; i++) {
+		size_t n = iov[i].iov_len;
+		size_t a = PCORI_MAX(at, from), b = PCORI_MIN(at + n, to);
+		if (a < b)
+			copy_kind(dst + a, (const uint8_t *)iov[i].iov_base +
+					       (a - at),
+				  b - a, nt);
+		at += n;
+	}
+}
+
+/*
+ * Non-temporal stores are not ordered by the release store that publishes
+ * the record: fence them first.
+ */
+static void fence_nt(void)
+{
+#if HAVE_NT
+	_mm_sfence();
 #endif
 }
 
-/* A timed copy's cost, in picoseconds a byte, folded into *avg. */
-static void note(_Atomic uint32_t *avg, uint64_t ns, size_t len)
+static uint32_t median3(_Atomic uint32_t *v)
 {
-	uint64_t ps = ns * 1000 / len;
-	if (ps > UINT32_MAX / 2)
-		ps = UINT32_MAX / 2;
-	uint32_t old = atomic_load_explicit(avg, memory_order_relaxed);
-	/* Racing copies may each lose the other's sample: no matter. */
-	uint32_t v = old ? (uint32_t)(old - (old >> EWMA_SHIFT) +
-				      (ps >> EWMA_SHIFT))
-			 : (uint32_t)ps;
-	atomic_store_explicit(avg, v ? v : 1, memory_order_relaxed);
+	uint32_t a = atomic_load_explicit(&v[0], memory_order_relaxed);
+	uint32_t b = atomic_load_explicit(&v[1], memory_order_relaxed);
+	uint32_t c = atomic_load_explicit(&v[2], memory_order_relaxed);
+	uint32_t lo = a < b ? a : b, hi = a < b ? b : a;
+	return c < lo ? lo : c > hi ? hi : c;
+}
+
+/* A timed sample of one kind: keep it, and choose again. */
+static void note(shm_copy_t *c, bool nt, uint64_t ticks)
+{
+	/* Racing copies may overwrite each other's samples: no matter. */
+	uint32_t i = atomic_fetch_add_explicit(&c->nticks[nt], 1,
+					       memory_order_relaxed);
+	atomic_store_explicit(&c->ticks[nt][i % 3],
+			      (uint32_t)PCORI_MIN(ticks, UINT32_MAX),
+			      memory_order_relaxed);
+	if (atomic_load_explicit(&c->nticks[!nt], memory_order_relaxed) < 3 ||
+	    i < 2)
+		return;
+	atomic_store_explicit(&c->nt,
+			      median3(c->ticks[0]) >
+				  NT_GAIN * (uint64_t)median3(c->ticks[1]),
+			      memory_order_relaxed);
+}
+
+/*
+ * Auto: the kind for the k-th copy in question, and whether it begins
+ * with a timed sample (of kind *sample_p).
+ */
+static bool choose(shm_copy_t *c, uint64_t k, bool *timed_p, bool *sample_p)
+{
+	bool nt = atomic_load_explicit(&c->nt, memory_order_relaxed);
+	bool early =
+	    atomic_load_explicit(&c->nticks[0], memory_order_relaxed) < 3 ||
+	    atomic_load_explicit(&c->nticks[1], memory_order_relaxed) < 3;
+	uint64_t every = early ? SAMPLE_EARLY : SAMPLE_EVERY;
+	uint64_t phase = k % every;
+	*timed_p = phase == 0 || phase == every / 2;
+	*sample_p = phase == 0 ? !nt : nt;
+	return nt;
 }
 
 void shmp_copy(shm_copy_t *c, uint8_t *dst, const struct iovec *iov,
 	       size_t niov, size_t len)
 {
-	if (len < SHMP_NT_MIN) {
-		gather(dst, iov, niov, false);
-		return;
+	bool nt = false, timed = false, sample = false;
+	if (len >= SHMP_NT_MIN) {
+		uint64_t k =
+		    atomic_fetch_add_explicit(&c->n, 1, memory_order_relaxed);
+		if (c->force >= 0)
+			nt = c->force;
+		else
+			nt = choose(c, k, &timed, &sample);
 	}
-	uint64_t k = atomic_fetch_add_explicit(&c->n, 1, memory_order_relaxed);
-	bool nt, timed = false;
-	if (c->force >= 0) {
-		nt = c->force;
-	} else {
-		/*
-		 * One copy in SAMPLE_EVERY is timed with the other kind of
-		 * store, one with the kind in use; the rest are not timed.
-		 */
-		uint32_t phase = (uint32_t)(k % SAMPLE_EVERY);
-		nt = atomic_load_explicit(&c->nt, memory_order_relaxed);
-		timed = phase == 0 || phase == SAMPLE_EVERY / 2;
-		if (phase == 0)
-			nt = !nt;
+	size_t from = 0;
+	if (timed) {
+		/* The first bytes, of the kind sampled, timed. */
+		uint64_t t0 = ticks_now();
+		gather(dst, iov, niov, 0, SAMPLE_BYTES, sample);
+		note(c, sample, ticks_now() - t0);
+		from = SAMPLE_BYTES;
 	}
-	uint64_t t0 = timed ? pcori_now_ns() : 0;
-	gather(dst, iov, niov, nt);
+	gather(dst, iov, niov, from, len, nt);
+	if (nt || (timed && sample))
+		fence_nt();
 	if (nt)
 		atomic_fetch_add_explicit(&c->n_nt, 1, memory_order_relaxed);
-	if (!timed)
-		return;
-	note(nt ? &c->ps_nt : &c->ps_plain, pcori_now_ns() - t0, len);
-	uint32_t plain =
-	    atomic_load_explicit(&c->ps_plain, memory_order_relaxed);
-	uint32_t fast = atomic_load_explicit(&c->ps_nt, memory_order_relaxed);
-	if (plain && fast)
-		atomic_store_explicit(&c->nt, plain > NT_GAIN * (uint64_t)fast,
-				      memory_order_relaxed);
 }
