@@ -57,6 +57,10 @@ mpi() { # LABEL LAUNCHER EXE REP
 
 for rep in $(seq "$REPS"); do
 	echo "== repetition $rep of $REPS" >&2
+	# The rings' bare one-way time says where the host placed the two
+	# CPUs this time (docs/BENCHMARKS.md: the machine's modes).
+	"$build/bench/shm_ring_lat" -m 8:8 -i 100000 2>/dev/null | tail -n 1 |
+		sed "s/\$/,$rep/" >>"$raw"
 	pcor pcor-default "$rep"
 	for t in $THRESHOLDS; do
 		pcor "pcor-eager-$t" "$rep" PCOR_SHM_EAGER_MAX="$t"
@@ -73,7 +77,10 @@ python3 - "$raw" "$OUT" <<'PY'
 import csv, statistics, sys
 raw, out = sys.argv[1:3]
 runs = {}
+floors = []
 for r in csv.reader(open(raw)):
+    if len(r) >= 6 and r[1] == 'ring-floor':
+        floors.append('%s: %s us' % (r[5], r[3]))
     if len(r) < 6 or r[0] != 'bw':
         continue
     runs.setdefault((r[1].split('/')[0], int(r[2])), []).append(float(r[3]))
@@ -89,6 +96,7 @@ for s in sizes:
     lines.append('| %d | ' % s + ' | '.join(
         '%.0f' % med((l, s)) if med((l, s)) else '' for l in labels) +
         ' | %s |' % ('%.2f' % (d / best) if d and best else 'n/a'))
+lines += ['', 'rings alone, one way, by repetition: ' + ', '.join(floors)]
 open(out + '/summary.md', 'w').write('\n'.join(lines) + '\n')
 print('\n'.join(lines))
 with open(out + '/medium.dat', 'w') as f:

@@ -14,9 +14,9 @@
  * our virtual CPUs between such placements as it runs, so the port keeps
  * timing: one copy in SAMPLE_EVERY starts with SAMPLE_BYTES of the kind
  * not in use, another with the kind in use, and the port takes
- * non-temporal stores while ordinary ones cost more than NT_GAIN times as
- * much (medians of the last three samples of each, so one interrupted
- * sample changes nothing).  Timing only the first bytes bounds what a
+ * non-temporal stores while ordinary ones cost more than 2.5 times as
+ * much (medians of the last NSAMPLES samples of each, so an interrupted
+ * sample or two change nothing).  Timing only the first bytes bounds what a
  * sample of the wrong kind costs.
  */
 #include "shm_port.h"
@@ -33,8 +33,14 @@
 
 #define SAMPLE_BYTES 8192 /* timed at the start of a sampled copy */
 #define SAMPLE_EVERY 128  /* copies per sample of each kind */
-#define SAMPLE_EARLY 8	  /* the same, until each kind has three */
-#define NT_GAIN	     2	  /* ordinary over non-temporal cost that switches */
+#define SAMPLE_EARLY 8	  /* the same, until each kind has NSAMPLES */
+#define NSAMPLES     5	  /* kept of each kind; their median decides */
+/*
+ * Ordinary over non-temporal cost that switches: 2.5.  8 KiB samples gave
+ * ratios of 1.1-1.8 where ordinary stores are the better kind and 3.3-5.9
+ * where non-temporal ones are.
+ */
+#define NT_GAIN_X2   5
 
 void shmp_copy_init(shm_copy_t *c)
 {
@@ -128,13 +134,17 @@ static void fence_nt(void)
 #endif
 }
 
-static uint32_t median3(_Atomic uint32_t *v)
+static uint32_t median(_Atomic uint32_t *v)
 {
-	uint32_t a = atomic_load_explicit(&v[0], memory_order_relaxed);
-	uint32_t b = atomic_load_explicit(&v[1], memory_order_relaxed);
-	uint32_t c = atomic_load_explicit(&v[2], memory_order_relaxed);
-	uint32_t lo = a < b ? a : b, hi = a < b ? b : a;
-	return c < lo ? lo : c > hi ? hi : c;
+	uint32_t a[NSAMPLES];
+	for (int i = 0; i < NSAMPLES; i++) {
+		uint32_t x = atomic_load_explicit(&v[i], memory_order_relaxed);
+		int j = i;
+		for (; j > 0 && a[j - 1] > x; j--)
+			a[j] = a[j - 1];
+		a[j] = x;
+	}
+	return a[NSAMPLES / 2];
 }
 
 /* A timed sample of one kind: keep it, and choose again. */
@@ -143,15 +153,16 @@ static void note(shm_copy_t *c, bool nt, uint64_t ticks)
 	/* Racing copies may overwrite each other's samples: no matter. */
 	uint32_t i = atomic_fetch_add_explicit(&c->nticks[nt], 1,
 					       memory_order_relaxed);
-	atomic_store_explicit(&c->ticks[nt][i % 3],
+	atomic_store_explicit(&c->ticks[nt][i % NSAMPLES],
 			      (uint32_t)PCORI_MIN(ticks, UINT32_MAX),
 			      memory_order_relaxed);
-	if (atomic_load_explicit(&c->nticks[!nt], memory_order_relaxed) < 3 ||
-	    i < 2)
+	if (atomic_load_explicit(&c->nticks[!nt], memory_order_relaxed) <
+		NSAMPLES ||
+	    i < NSAMPLES - 1)
 		return;
 	atomic_store_explicit(&c->nt,
-			      median3(c->ticks[0]) >
-				  NT_GAIN * (uint64_t)median3(c->ticks[1]),
+			      2 * (uint64_t)median(c->ticks[0]) >
+				  NT_GAIN_X2 * (uint64_t)median(c->ticks[1]),
 			      memory_order_relaxed);
 }
 
@@ -162,9 +173,10 @@ static void note(shm_copy_t *c, bool nt, uint64_t ticks)
 static bool choose(shm_copy_t *c, uint64_t k, bool *timed_p, bool *sample_p)
 {
 	bool nt = atomic_load_explicit(&c->nt, memory_order_relaxed);
-	bool early =
-	    atomic_load_explicit(&c->nticks[0], memory_order_relaxed) < 3 ||
-	    atomic_load_explicit(&c->nticks[1], memory_order_relaxed) < 3;
+	bool early = atomic_load_explicit(&c->nticks[0],
+					  memory_order_relaxed) < NSAMPLES ||
+		     atomic_load_explicit(&c->nticks[1],
+					  memory_order_relaxed) < NSAMPLES;
 	uint64_t every = early ? SAMPLE_EARLY : SAMPLE_EVERY;
 	uint64_t phase = k % every;
 	*timed_p = phase == 0 || phase == every / 2;

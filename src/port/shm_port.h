@@ -91,11 +91,11 @@ typedef struct shm_copy {
 	int force; /* PCOR_SHM_NT_STORES: -1 auto, 0 off, 1 on */
 	_Atomic bool nt; /* auto's current choice */
 	/*
-	 * The last three timed samples of each kind ([0] ordinary, [1]
-	 * non-temporal), in time-stamp counter ticks (0: none yet), and
-	 * how many of each were taken.
+	 * The last five timed samples of each kind ([0] ordinary, [1]
+	 * non-temporal), in time-stamp counter ticks, and how many of each
+	 * were taken.
 	 */
-	_Atomic uint32_t ticks[2][3];
+	_Atomic uint32_t ticks[2][5];
 	_Atomic uint32_t nticks[2];
 	/* Copies of SHMP_NT_MIN bytes or more; of those non-temporal. */
 	_Atomic uint64_t n, n_nt;
