@@ -9,8 +9,8 @@
  * 9.6 us with ordinary stores and 1.7 us with non-temporal ones, which
  * fetch nothing.  When the two cores share a cache it is the other way
  * round, and by more: ordinary stores are cheap and leave the data where
- * the receiver reads it, while non-temporal stores to lines the other
- * core holds took ten times as long (docs/BENCHMARKS.md).  The host moves
+ * the receiver reads it, while whole non-temporal copies ran at a tenth
+ * of their rate (docs/BENCHMARKS.md).  The host moves
  * our virtual CPUs between such placements as it runs, so the port keeps
  * timing: one copy in SAMPLE_EVERY starts with SAMPLE_BYTES of the kind
  * not in use, another with the kind in use, and the port takes
@@ -38,7 +38,8 @@
 /*
  * Ordinary over non-temporal cost that switches: 2.5.  8 KiB samples gave
  * ratios of 1.1-1.8 where ordinary stores are the better kind and 3.3-5.9
- * where non-temporal ones are.
+ * where non-temporal ones are; in between, ordinary stores, the kind
+ * that was always used before.
  */
 #define NT_GAIN_X2   5
 
