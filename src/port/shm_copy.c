@@ -15,9 +15,9 @@
  * timing: one copy in SAMPLE_EVERY starts with SAMPLE_BYTES of the kind
  * not in use, another with the kind in use, and the port takes
  * non-temporal stores while ordinary ones cost more than 2.5 times as
- * much (medians of the last NSAMPLES samples of each, so an interrupted
- * sample or two change nothing).  Timing only the first bytes bounds what a
- * sample of the wrong kind costs.
+ * much (medians of the last SHMP_NT_SAMPLES samples of each, so an
+ * interrupted sample or two change nothing).  Timing only the first bytes
+ * bounds what a sample of the wrong kind costs.
  */
 #include "shm_port.h"
 
@@ -33,8 +33,7 @@
 
 #define SAMPLE_BYTES 8192 /* timed at the start of a sampled copy */
 #define SAMPLE_EVERY 128  /* copies per sample of each kind */
-#define SAMPLE_EARLY 8	  /* the same, until each kind has NSAMPLES */
-#define NSAMPLES     5	  /* kept of each kind; their median decides */
+#define SAMPLE_EARLY 8	  /* the same, until each kind has SHMP_NT_SAMPLES */
 /*
  * Ordinary over non-temporal cost that switches: 2.5.  8 KiB samples gave
  * ratios of 1.1-1.8 where ordinary stores are the better kind and 3.3-5.9
@@ -137,15 +136,22 @@ static void fence_nt(void)
 
 static uint32_t median(_Atomic uint32_t *v)
 {
-	uint32_t a[NSAMPLES];
-	for (int i = 0; i < NSAMPLES; i++) {
+	uint32_t a[SHMP_NT_SAMPLES];
+	for (int i = 0; i < SHMP_NT_SAMPLES; i++) {
 		uint32_t x = atomic_load_explicit(&v[i], memory_order_relaxed);
 		int j = i;
 		for (; j > 0 && a[j - 1] > x; j--)
 			a[j] = a[j - 1];
 		a[j] = x;
 	}
-	return a[NSAMPLES / 2];
+	return a[SHMP_NT_SAMPLES / 2];
+}
+
+/* Has a full set of samples of the kind been taken? */
+static bool sampled(shm_copy_t *c, bool nt)
+{
+	return atomic_load_explicit(&c->nticks[nt], memory_order_relaxed) >=
+	       SHMP_NT_SAMPLES;
 }
 
 /* A timed sample of one kind: keep it, and choose again. */
@@ -154,12 +160,10 @@ static void note(shm_copy_t *c, bool nt, uint64_t ticks)
 	/* Racing copies may overwrite each other's samples: no matter. */
 	uint32_t i = atomic_fetch_add_explicit(&c->nticks[nt], 1,
 					       memory_order_relaxed);
-	atomic_store_explicit(&c->ticks[nt][i % NSAMPLES],
+	atomic_store_explicit(&c->ticks[nt][i % SHMP_NT_SAMPLES],
 			      (uint32_t)PCORI_MIN(ticks, UINT32_MAX),
 			      memory_order_relaxed);
-	if (atomic_load_explicit(&c->nticks[!nt], memory_order_relaxed) <
-		NSAMPLES ||
-	    i < NSAMPLES - 1)
+	if (!sampled(c, false) || !sampled(c, true))
 		return;
 	atomic_store_explicit(&c->nt,
 			      2 * (uint64_t)median(c->ticks[0]) >
@@ -174,10 +178,7 @@ static void note(shm_copy_t *c, bool nt, uint64_t ticks)
 static bool choose(shm_copy_t *c, uint64_t k, bool *timed_p, bool *sample_p)
 {
 	bool nt = atomic_load_explicit(&c->nt, memory_order_relaxed);
-	bool early = atomic_load_explicit(&c->nticks[0],
-					  memory_order_relaxed) < NSAMPLES ||
-		     atomic_load_explicit(&c->nticks[1],
-					  memory_order_relaxed) < NSAMPLES;
+	bool early = !sampled(c, false) || !sampled(c, true);
 	uint64_t every = early ? SAMPLE_EARLY : SAMPLE_EVERY;
 	uint64_t phase = k % every;
 	*timed_p = phase == 0 || phase == every / 2;

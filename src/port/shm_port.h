@@ -86,16 +86,17 @@ typedef struct shm_rslot {
  * Below that the copy is too short for its lines' fetch to dominate, and a
  * receiver that reads at once finds them in no cache.
  */
-#define SHMP_NT_MIN 8192
+#define SHMP_NT_MIN     8192
+#define SHMP_NT_SAMPLES 5 /* kept of each kind; their median decides */
 typedef struct shm_copy {
 	int force; /* PCOR_SHM_NT_STORES: -1 auto, 0 off, 1 on */
 	_Atomic bool nt; /* auto's current choice */
 	/*
-	 * The last five timed samples of each kind ([0] ordinary, [1]
+	 * The last timed samples of each kind ([0] ordinary, [1]
 	 * non-temporal), in time-stamp counter ticks, and how many of each
 	 * were taken.
 	 */
-	_Atomic uint32_t ticks[2][5];
+	_Atomic uint32_t ticks[2][SHMP_NT_SAMPLES];
 	_Atomic uint32_t nticks[2];
 	/* Copies of SHMP_NT_MIN bytes or more; of those non-temporal. */
 	_Atomic uint64_t n, n_nt;
