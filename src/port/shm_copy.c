@@ -36,7 +36,7 @@
 #define SAMPLE_EARLY 8	  /* the same, until each kind has SHMP_NT_SAMPLES */
 /*
  * Ordinary over non-temporal cost that switches: 2.5.  8 KiB samples gave
- * ratios of 1.1-1.8 where ordinary stores are the better kind and 3.3-5.9
+ * ratios of 1.1-1.8 where ordinary stores are the better kind and 4.4-5.9
  * where non-temporal ones are; in between, ordinary stores, the kind
  * that was always used before.
  */
