@@ -88,11 +88,7 @@ static uint64_t ticks_now(void)
 	return __rdtsc();
 }
 #else
-static void copy_nt(uint8_t *dst, const uint8_t *src, size_t n)
-{
-	memcpy(dst, src, n);
-}
-
+/* Never called: without HAVE_NT the kind is fixed to ordinary stores. */
 static uint64_t ticks_now(void)
 {
 	return 0;
@@ -101,10 +97,15 @@ static uint64_t ticks_now(void)
 
 static void copy_kind(uint8_t *dst, const uint8_t *src, size_t n, bool nt)
 {
-	if (nt)
+#if HAVE_NT
+	if (nt) {
 		copy_nt(dst, src, n);
-	else
-		memcpy(dst, src, n);
+		return;
+	}
+#else
+	(void)nt;
+#endif
+	memcpy(dst, src, n);
 }
 
 /* Bytes [from, to) of the pieces, to the same place of dst. */
@@ -173,7 +174,7 @@ static void note(shm_copy_t *c, bool nt, uint64_t ticks)
 
 /*
  * Auto: the kind for the k-th copy in question, and whether it begins
- * with a timed sample (of kind *sample_p).
+ * with a timed sample (*sample_p: of non-temporal stores).
  */
 static bool choose(shm_copy_t *c, uint64_t k, bool *timed_p, bool *sample_p)
 {
@@ -182,7 +183,7 @@ static bool choose(shm_copy_t *c, uint64_t k, bool *timed_p, bool *sample_p)
 	uint64_t every = early ? SAMPLE_EARLY : SAMPLE_EVERY;
 	uint64_t phase = k % every;
 	*timed_p = phase == 0 || phase == every / 2;
-	*sample_p = phase == 0 ? !nt : nt;
+	*sample_p = *timed_p && (phase == 0 ? !nt : nt);
 	return nt;
 }
 
@@ -207,7 +208,7 @@ void shmp_copy(shm_copy_t *c, uint8_t *dst, const struct iovec *iov,
 		from = SAMPLE_BYTES;
 	}
 	gather(dst, iov, niov, from, len, nt);
-	if (nt || (timed && sample))
+	if (nt || sample)
 		fence_nt();
 	if (nt)
 		atomic_fetch_add_explicit(&c->n_nt, 1, memory_order_relaxed);
