@@ -344,7 +344,9 @@ void pcori_lock_bias(pcori_lock_t *l, uint32_t me)
 {
 	l->streak = 0;
 	/* With real fences on the owner's side a bias saves nothing. */
-	if (PCORI_LOCK_BIAS && pcori_asym_local && me < PCORI_LOCK_OWNERS)
+	if (PCORI_LOCK_BIAS &&
+	    __atomic_load_n(&pcori_asym_local, __ATOMIC_RELAXED) &&
+	    me < PCORI_LOCK_OWNERS)
 		atomic_store_explicit(&l->bias, me, memory_order_relaxed);
 }
 
