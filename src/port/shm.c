@@ -446,32 +446,76 @@ static int again(shm_port_t *p)
 	return PCOR_ERR_AGAIN;
 }
 
-/* Take count cells, reclaiming consumed ones first.  pool_lock held. */
-static bool pool_take(shm_port_t *p, uint32_t count, uint32_t *first)
+/*
+ * A fast message refused for want of room goes the full protocol's way,
+ * and its stream's next messages with it until it is acknowledged
+ * (frag/tx.c): several times a message's cost, by which time a stream
+ * has filled the ring again.  A receiver that is taking messages frees
+ * room within about one message's time, so a fast send waits for it:
+ * while the receiver frees some every ROOM_STILL_NS, at most ROOM_WAIT_NS
+ * in all.  A receiver that is busy elsewhere, asleep or dead costs one
+ * ROOM_STILL_NS.
+ */
+#define ROOM_WAIT_NS  50000
+#define ROOM_STILL_NS 5000
+
+typedef struct room_wait {
+	uint64_t start, moved; /* 0: not waiting yet */
+	uint64_t mark;         /* grows as the receiver frees room */
+} room_wait_t;
+
+/* Wait on?  mark: the receiver's progress now. */
+static bool room_wait(room_wait_t *w, uint64_t mark)
+{
+	uint64_t now = pcori_now_ns();
+	if (!w->start) {
+		w->start = w->moved = now;
+		w->mark = mark;
+	} else if (mark != w->mark) {
+		w->mark = mark;
+		w->moved = now;
+	}
+	if (now - w->moved > ROOM_STILL_NS || now - w->start > ROOM_WAIT_NS)
+		return false;
+	pcori_cpu_relax();
+	return true;
+}
+
+/*
+ * Take count cells (the ones freed longest ago if oldest), reclaiming
+ * consumed ones first.  pool_lock held.
+ */
+static bool pool_take(shm_port_t *p, uint32_t count, bool oldest,
+		      uint32_t *first)
 {
 	pcori_shm_pool_sweep(&p->pool, false, shmp_cells_free);
-	if (pcori_shm_pool_alloc(&p->pool, count, first))
+	if (pcori_shm_pool_alloc(&p->pool, count, oldest, first))
 		return true;
 	pcori_shm_pool_sweep(&p->pool, true, shmp_cells_free);
-	return pcori_shm_pool_alloc(&p->pool, count, first);
+	return pcori_shm_pool_alloc(&p->pool, count, oldest, first);
 }
 
 /*
  * Room for one record of kind in d's ring, saying len bytes and carrying
- * plen: locks d and returns where the record's bytes go, or NULL with
- * *rc_p set (and d unlocked).  ring_end commits it.
+ * plen (waiting for it if wait): locks d and returns where the record's
+ * bytes go, or NULL with *rc_p set (and d unlocked).  ring_end commits it.
  */
 static uint8_t *ring_begin(shm_peer_t *d, uint32_t kind, size_t len,
-			   size_t plen, int *rc_p)
+			   size_t plen, bool wait, int *rc_p)
 {
 	pcori_lock(&d->tx_lock);
 	if (PCORI_UNLIKELY(d->gone || d->slot < 0)) {
 		*rc_p = PCOR_ERR_PEER_LOST;
 	} else {
-		uint8_t *dst = pcori_shm_ring_reserve(
-		    &d->ring, &d->prod, kind, (uint32_t)len, (uint32_t)plen);
-		if (dst)
-			return dst;
+		room_wait_t w = {0, 0, 0};
+		do {
+			/* A full ring reloads the consumer's head. */
+			uint8_t *dst = pcori_shm_ring_reserve(
+			    &d->ring, &d->prod, kind, (uint32_t)len,
+			    (uint32_t)plen);
+			if (PCORI_LIKELY(dst))
+				return dst;
+		} while (wait && room_wait(&w, d->prod.head));
 		*rc_p = PCOR_ERR_AGAIN;
 	}
 	pcori_unlock(&d->tx_lock);
@@ -510,10 +554,11 @@ static int ring_put(shm_port_t *p, shm_peer_t *d, uint32_t kind,
 		    const struct iovec *iov, size_t niov, size_t len)
 {
 	int rc;
-	uint8_t *dst = ring_begin(d, kind, len, len, &rc);
+	uint8_t *dst = ring_begin(d, kind, len, len, false, &rc);
 	if (!dst)
 		return rc == PCOR_ERR_AGAIN ? again(p) : rc;
-	shmp_copy(&p->copy, dst, iov, niov, len);
+	shm_copy_plan_t pl = shmp_copy_plan(&p->copy, len);
+	shmp_copy(&p->copy, &pl, dst, iov, niov, len);
 	ring_end(d);
 	return PCOR_OK;
 }
@@ -545,7 +590,7 @@ static int fast_put(shm_port_t *p, shm_peer_t *d, const pcori_fast_hdr_t *f,
 {
 	int rc;
 	size_t len = sizeof(pcori_shm_fast_t) + (ack ? 8 : 0) + plen;
-	uint8_t *dst = ring_begin(d, PCORI_SHM_REC_FAST, len, len, &rc);
+	uint8_t *dst = ring_begin(d, PCORI_SHM_REC_FAST, len, len, true, &rc);
 	if (!dst)
 		return rc == PCOR_ERR_AGAIN ? again(p) : rc;
 	pcori_shm_fast_t *rec = (pcori_shm_fast_t *)(void *)dst;
@@ -570,25 +615,36 @@ static int fast_put(shm_port_t *p, shm_peer_t *d, const pcori_fast_hdr_t *f,
 
 /*
  * Copy one message of len bytes to peer d through a run of cells, and
- * announce the run in its ring with a record of kind.
+ * announce the run in its ring with a record of kind (waiting for room
+ * if wait).
  */
 static int cells_put(shm_port_t *p, shm_peer_t *d, uint32_t kind,
-		     const struct iovec *iov, size_t niov, size_t len)
+		     const struct iovec *iov, size_t niov, size_t len,
+		     bool wait)
 {
 	uint64_t count = (len + p->g.cell_size - 1) / p->g.cell_size;
 	if (count > p->g.ncells)
 		return PCOR_ERR_BADSIZE;
 	uint32_t first;
-	pcori_lock(&p->pool_lock);
-	bool got = pool_take(p, (uint32_t)count, &first);
-	pcori_unlock(&p->pool_lock);
+	shm_copy_plan_t pl = shmp_copy_plan(&p->copy, len);
+	room_wait_t w = {0, 0, 0};
+	bool got;
+	for (;;) {
+		pcori_lock(&p->pool_lock);
+		got = pool_take(p, (uint32_t)count, shmp_copy_ordinary(&pl),
+				&first);
+		uint64_t reclaimed = p->pool.reclaimed;
+		pcori_unlock(&p->pool_lock);
+		if (got || !wait || !room_wait(&w, reclaimed))
+			break;
+	}
 	if (!got)
 		return again(p);
 	/* The big copy runs outside every lock. */
-	shmp_copy(&p->copy, p->cells + (uint64_t)first * p->g.cell_size, iov,
-		  niov, len);
+	shmp_copy(&p->copy, &pl, p->cells + (uint64_t)first * p->g.cell_size,
+		  iov, niov, len);
 	int rc = PCOR_OK;
-	uint8_t *dst = ring_begin(d, kind, len, 8, &rc);
+	uint8_t *dst = ring_begin(d, kind, len, 8, wait, &rc);
 	if (dst) {
 		uint64_t run = (uint64_t)count << 32 | first;
 		__atomic_store_n((uint64_t *)(void *)dst, run,
@@ -613,7 +669,7 @@ static int shm_post(shm_port_t *p, shm_peer_t *d, const struct iovec *iov,
 		len += iov[i].iov_len;
 	if (len <= p->inline_max)
 		return ring_put(p, d, PCORI_SHM_REC_INLINE, iov, niov, len);
-	return cells_put(p, d, PCORI_SHM_REC_CELLS, iov, niov, len);
+	return cells_put(p, d, PCORI_SHM_REC_CELLS, iov, niov, len, false);
 }
 
 static int shm_sendv(pcori_port_t *bp, uint64_t dest, const struct iovec *iov,
@@ -660,7 +716,7 @@ static int shm_inject_fast(pcori_port_t *bp, uint64_t dest, int dst_pid,
 	    {(void *)f, sizeof(pcori_shm_fast_t)},
 	    {(void *)&f->cookie, ack ? 8 : 0},
 	    {(void *)payload, plen}};
-	return cells_put(p, d, PCORI_SHM_REC_FAST_CELLS, iov, 3, len);
+	return cells_put(p, d, PCORI_SHM_REC_FAST_CELLS, iov, 3, len, true);
 }
 
 /* Live receivers that have not consumed all we wrote to them. */

@@ -283,10 +283,12 @@ typedef struct pcori_shm_run {
 typedef struct pcori_shm_pool {
 	uint32_t ncells;
 	uint32_t nfree;
+	uint32_t next;           /* where the next oldest run is sought */
 	uint64_t *bits;          /* 1: in use */
 	_Atomic uint32_t *marks; /* in the shared segment, ncells of them */
 	pcori_shm_run_t *runs;   /* FIFO of ncells entries */
 	uint32_t rfirst, rcount;
+	uint64_t reclaimed;      /* cells swept back, in all */
 } pcori_shm_pool_t;
 
 int pcori_shm_pool_init(pcori_shm_pool_t *p, uint32_t ncells,
@@ -294,12 +296,17 @@ int pcori_shm_pool_init(pcori_shm_pool_t *p, uint32_t ncells,
 void pcori_shm_pool_fini(pcori_shm_pool_t *p);
 
 /*
- * Take count consecutive cells (first fit, so recently used cells are
- * reused while they are still in cache; the search skips a word of used
- * cells at a time).  Their mark becomes BUSY.
- * Returns true and *first_p, or false when no such run is free.
+ * Take count consecutive cells.  oldest: the first free run from the end
+ * of the last run so taken, else from the pool's start (next fit).
+ * Receivers consume in order, so cells come back about in the order they
+ * went out and such runs go round the pool like a ring: they are the
+ * cells the receiver read longest ago, whose lines its core has dropped,
+ * which ordinary stores need not take back from it.  Else the lowest free
+ * run (first fit).  The search skips a word of used cells at a time.
+ * Their mark becomes BUSY.  Returns true and *first_p, or false when no
+ * such run is free.
  */
-bool pcori_shm_pool_alloc(pcori_shm_pool_t *p, uint32_t count,
+bool pcori_shm_pool_alloc(pcori_shm_pool_t *p, uint32_t count, bool oldest,
 			  uint32_t *first_p);
 
 /* Give back a run that was never announced to a receiver. */

@@ -187,29 +187,37 @@ static bool choose(shm_copy_t *c, uint64_t k, bool *timed_p, bool *sample_p)
 	return nt;
 }
 
-void shmp_copy(shm_copy_t *c, uint8_t *dst, const struct iovec *iov,
-	       size_t niov, size_t len)
+shm_copy_plan_t shmp_copy_plan(shm_copy_t *c, size_t len)
 {
-	bool nt = false, timed = false, sample = false;
-	if (len >= SHMP_NT_MIN) {
-		uint64_t k =
-		    atomic_fetch_add_explicit(&c->n, 1, memory_order_relaxed);
-		if (c->force >= 0)
-			nt = c->force;
-		else
-			nt = choose(c, k, &timed, &sample);
-	}
+	shm_copy_plan_t pl = {false, false, false};
+	if (len < SHMP_NT_MIN)
+		return pl;
+	/* Counted when made (shmp_copy): a plan whose cells were refused
+	 * is made again. */
+	uint64_t k = atomic_load_explicit(&c->n, memory_order_relaxed);
+	if (c->force >= 0)
+		pl.nt = c->force;
+	else
+		pl.nt = choose(c, k, &pl.timed, &pl.sample);
+	return pl;
+}
+
+void shmp_copy(shm_copy_t *c, const shm_copy_plan_t *pl, uint8_t *dst,
+	       const struct iovec *iov, size_t niov, size_t len)
+{
 	size_t from = 0;
-	if (timed) {
+	if (pl->timed) {
 		/* The first bytes, of the kind sampled, timed. */
 		uint64_t t0 = ticks_now();
-		gather(dst, iov, niov, 0, SAMPLE_BYTES, sample);
-		note(c, sample, ticks_now() - t0);
+		gather(dst, iov, niov, 0, SAMPLE_BYTES, pl->sample);
+		note(c, pl->sample, ticks_now() - t0);
 		from = SAMPLE_BYTES;
 	}
-	gather(dst, iov, niov, from, len, nt);
-	if (nt || sample)
+	gather(dst, iov, niov, from, len, pl->nt);
+	if (pl->nt || pl->sample)
 		fence_nt();
-	if (nt)
+	if (len >= SHMP_NT_MIN)
+		atomic_fetch_add_explicit(&c->n, 1, memory_order_relaxed);
+	if (pl->nt)
 		atomic_fetch_add_explicit(&c->n_nt, 1, memory_order_relaxed);
 }

@@ -102,6 +102,13 @@ typedef struct shm_copy {
 	_Atomic uint64_t n, n_nt;
 } shm_copy_t;
 
+/* How one copy is made: chosen before its cells are taken. */
+typedef struct shm_copy_plan {
+	bool nt;     /* with non-temporal stores */
+	bool timed;  /* beginning with a timed sample... */
+	bool sample; /* ...of non-temporal stores (else ordinary ones) */
+} shm_copy_plan_t;
+
 typedef struct shm_cqe {
 	pcori_ctx_t *ctx;
 	int32_t status;
@@ -191,9 +198,22 @@ void shmp_unexpose(pcori_port_t *bp, void *reg);
 
 /* shm_copy.c: the copy into cells */
 void shmp_copy_init(shm_copy_t *c);
+/* The plan for the next copy of len bytes. */
+shm_copy_plan_t shmp_copy_plan(shm_copy_t *c, size_t len);
+/*
+ * Does the plan store ordinarily only?  Those stores fetch each line: its
+ * cells had better be the ones the receiver read longest ago.  Samples
+ * keep to recently read ones, as non-temporal copies may: what ordinary
+ * stores cost there says how far the receiver's core is, where long
+ * unread cells hide it from the sender (docs/BENCHMARKS.md).
+ */
+static inline bool shmp_copy_ordinary(const shm_copy_plan_t *pl)
+{
+	return !pl->nt && !pl->timed;
+}
 /* Copy the niov pieces, len bytes in all, to dst (fenced on return). */
-void shmp_copy(shm_copy_t *c, uint8_t *dst, const struct iovec *iov,
-	       size_t niov, size_t len);
+void shmp_copy(shm_copy_t *c, const shm_copy_plan_t *pl, uint8_t *dst,
+	       const struct iovec *iov, size_t niov, size_t len);
 
 /* shm.c */
 int shmp_cq_drain(shm_port_t *p);

@@ -28,8 +28,9 @@
  *  - Record headers are read once, with one 8-byte load, into locals:
  *    a producer rewriting them meanwhile cannot make us check one value
  *    and use another.
- *  - Cells: a bitmap of free cells (first fit) and a FIFO of announced
- *    runs.  A receiver sets a run's mark to DONE; the owner sweeps.
+ *  - Cells: a bitmap of free cells (next or first fit) and a FIFO of
+ *    announced runs.  A receiver sets a run's mark to DONE; the owner
+ *    sweeps.
  */
 #include "shm.h"
 
@@ -251,22 +252,37 @@ static void bits_set(uint64_t *b, uint32_t first, uint32_t count, bool on)
 	}
 }
 
-bool pcori_shm_pool_alloc(pcori_shm_pool_t *p, uint32_t count,
+/*
+ * The first free run of count cells starting at or after i, skipping a
+ * word of used cells at a time; UINT32_MAX if there is none.
+ */
+static uint32_t run_from(const pcori_shm_pool_t *p, uint32_t i,
+			 uint32_t count)
+{
+	for (;;) {
+		i = bit_next(p->bits, i, p->ncells, false);
+		if (count > p->ncells - i)
+			return UINT32_MAX;
+		uint32_t j = bit_next(p->bits, i, i + count, true);
+		if (j == i + count)
+			return i;
+		i = j + 1;
+	}
+}
+
+bool pcori_shm_pool_alloc(pcori_shm_pool_t *p, uint32_t count, bool oldest,
 			  uint32_t *first_p)
 {
 	if (count == 0 || count > p->nfree)
 		return false;
-	/* First fit, skipping a word of used cells at a time. */
-	uint32_t i = 0;
-	for (;;) {
-		i = bit_next(p->bits, i, p->ncells, false);
-		if (count > p->ncells - i)
-			return false;
-		uint32_t j = bit_next(p->bits, i, i + count, true);
-		if (j == i + count)
-			break;
-		i = j + 1;
-	}
+	uint32_t from = oldest ? p->next : 0;
+	uint32_t i = run_from(p, from, count);
+	if (i == UINT32_MAX && from)
+		i = run_from(p, 0, count);
+	if (i == UINT32_MAX)
+		return false;
+	if (oldest)
+		p->next = i + count;
 	bits_set(p->bits, i, count, true);
 	p->nfree -= count;
 	atomic_store_explicit(&p->marks[i], PCORI_SHM_MARK_BUSY,
@@ -346,6 +362,7 @@ uint32_t pcori_shm_pool_sweep(pcori_shm_pool_t *p, bool full,
 		p->rfirst = (p->rfirst + 1) % p->ncells;
 		p->rcount--;
 	}
+	p->reclaimed += freed;
 	return freed;
 }
 

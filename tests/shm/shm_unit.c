@@ -287,6 +287,10 @@ static bool gone_if_tagged(const void *owner)
 	return gone_flag && owner == (const void *)&gone_flag;
 }
 
+/* The two ways of taking cells. */
+#define FIRST false /* the lowest free run */
+#define NEXT true   /* the run after the last one taken so */
+
 static void test_pool(void)
 {
 	enum { N = 100 };
@@ -294,18 +298,18 @@ static void test_pool(void)
 	pcori_shm_pool_t p;
 	CHECK_OK(pcori_shm_pool_init(&p, N, marks));
 	uint32_t a, b, c, x;
-	CHECK(!pcori_shm_pool_alloc(&p, 0, &x));
-	CHECK(!pcori_shm_pool_alloc(&p, N + 1, &x));
-	CHECK(pcori_shm_pool_alloc(&p, 40, &a) && a == 0);
-	CHECK(pcori_shm_pool_alloc(&p, 40, &b) && b == 40);
+	CHECK(!pcori_shm_pool_alloc(&p, 0, FIRST, &x));
+	CHECK(!pcori_shm_pool_alloc(&p, N + 1, FIRST, &x));
+	CHECK(pcori_shm_pool_alloc(&p, 40, FIRST, &a) && a == 0);
+	CHECK(pcori_shm_pool_alloc(&p, 40, FIRST, &b) && b == 40);
 	CHECK(atomic_load(&marks[a]) == PCORI_SHM_MARK_BUSY);
-	CHECK(!pcori_shm_pool_alloc(&p, 21, &x)); /* 20 left */
-	CHECK(pcori_shm_pool_alloc(&p, 20, &c) && c == 80);
+	CHECK(!pcori_shm_pool_alloc(&p, 21, FIRST, &x)); /* 20 left */
+	CHECK(pcori_shm_pool_alloc(&p, 20, FIRST, &c) && c == 80);
 	CHECK(p.nfree == 0);
 	/* A run never announced comes straight back. */
 	pcori_shm_pool_free(&p, b, 40);
 	CHECK(p.nfree == 40);
-	CHECK(pcori_shm_pool_alloc(&p, 10, &b) && b == 40);
+	CHECK(pcori_shm_pool_alloc(&p, 10, FIRST, &b) && b == 40);
 	/* Announced runs come back once marked, oldest first. */
 	pcori_shm_pool_publish(&p, a, 40, NULL);
 	pcori_shm_pool_publish(&p, b, 10, &gone_flag);
@@ -329,27 +333,27 @@ static void test_pool(void)
 	CHECK(pcori_shm_pool_sweep(&p, false, gone_if_tagged) == 10);
 	CHECK(p.rcount == 0 && p.nfree == N);
 	/* First fit: the lowest cells again. */
-	CHECK(pcori_shm_pool_alloc(&p, N, &x) && x == 0);
+	CHECK(pcori_shm_pool_alloc(&p, N, FIRST, &x) && x == 0);
 	pcori_shm_pool_free(&p, 0, N);
 	/* Fragmented: a run needs consecutive cells. */
 	uint32_t r[10];
 	for (int i = 0; i < 10; i++)
-		CHECK(pcori_shm_pool_alloc(&p, 10, &r[i]) && r[i] == 10u * i);
+		CHECK(pcori_shm_pool_alloc(&p, 10, FIRST, &r[i]) && r[i] == 10u * i);
 	for (int i = 0; i < 10; i += 2)
 		pcori_shm_pool_free(&p, r[i], 10);
 	CHECK(p.nfree == 50);
-	CHECK(!pcori_shm_pool_alloc(&p, 11, &x));
-	CHECK(pcori_shm_pool_alloc(&p, 10, &x) && x == 0);
+	CHECK(!pcori_shm_pool_alloc(&p, 11, FIRST, &x));
+	CHECK(pcori_shm_pool_alloc(&p, 10, FIRST, &x) && x == 0);
 	pcori_shm_pool_fini(&p);
 
 	/* Tombstones left by out-of-order reclaim never overflow the FIFO. */
 	static _Atomic uint32_t m3[4];
 	CHECK_OK(pcori_shm_pool_init(&p, 4, m3));
 	uint32_t old;
-	CHECK(pcori_shm_pool_alloc(&p, 1, &old));
+	CHECK(pcori_shm_pool_alloc(&p, 1, FIRST, &old));
 	pcori_shm_pool_publish(&p, old, 1, NULL); /* never marked */
 	for (int i = 0; i < 50; i++) {
-		CHECK(pcori_shm_pool_alloc(&p, 1, &x));
+		CHECK(pcori_shm_pool_alloc(&p, 1, FIRST, &x));
 		pcori_shm_pool_publish(&p, x, 1, NULL);
 		pcori_shm_mark_done(m3, x);
 		CHECK(pcori_shm_pool_sweep(&p, true, NULL) == 1);
@@ -360,21 +364,38 @@ static void test_pool(void)
 	CHECK(p.rcount == 0 && p.nfree == 4);
 	pcori_shm_pool_fini(&p);
 
+	/* Next fit: the search goes on past the last run taken, and wraps. */
+	static _Atomic uint32_t m4[8];
+	CHECK_OK(pcori_shm_pool_init(&p, 8, m4));
+	CHECK(pcori_shm_pool_alloc(&p, 3, NEXT, &x) && x == 0);
+	pcori_shm_pool_free(&p, 0, 3);
+	CHECK(pcori_shm_pool_alloc(&p, 3, NEXT, &x) && x == 3); /* not 0 again */
+	CHECK(pcori_shm_pool_alloc(&p, 3, NEXT, &x) && x == 0); /* 2 at the end */
+	CHECK(pcori_shm_pool_alloc(&p, 2, NEXT, &x) && x == 6);
+	pcori_shm_pool_free(&p, 3, 3);
+	CHECK(pcori_shm_pool_alloc(&p, 1, NEXT, &x) && x == 3); /* from the start */
+	CHECK(pcori_shm_pool_alloc(&p, 1, NEXT, &x) && x == 4); /* then onwards */
+	pcori_shm_pool_free(&p, 3, 2);
+	/* First fit takes the lowest and leaves next fit's place alone. */
+	CHECK(pcori_shm_pool_alloc(&p, 1, FIRST, &x) && x == 3);
+	CHECK(pcori_shm_pool_alloc(&p, 1, NEXT, &x) && x == 5);
+	pcori_shm_pool_fini(&p);
+
 	/* Odd sizes: cells past the end are never handed out. */
 	static _Atomic uint32_t m2[70];
 	CHECK_OK(pcori_shm_pool_init(&p, 70, m2));
-	CHECK(pcori_shm_pool_alloc(&p, 70, &x) && x == 0);
-	CHECK(!pcori_shm_pool_alloc(&p, 1, &x));
+	CHECK(pcori_shm_pool_alloc(&p, 70, FIRST, &x) && x == 0);
+	CHECK(!pcori_shm_pool_alloc(&p, 1, FIRST, &x));
 	pcori_shm_pool_free(&p, 0, 70);
-	CHECK(pcori_shm_pool_alloc(&p, 64, &x) && x == 0);
-	CHECK(pcori_shm_pool_alloc(&p, 6, &x) && x == 64);
-	CHECK(!pcori_shm_pool_alloc(&p, 1, &x));
+	CHECK(pcori_shm_pool_alloc(&p, 64, FIRST, &x) && x == 0);
+	CHECK(pcori_shm_pool_alloc(&p, 6, FIRST, &x) && x == 64);
+	CHECK(!pcori_shm_pool_alloc(&p, 1, FIRST, &x));
 	pcori_shm_pool_fini(&p);
 }
 
 /*
- * The allocator against a plain model (a byte per cell, first fit by
- * brute force) over random runs and frees across word boundaries: same
+ * The allocator against a plain model (a byte per cell, first or next
+ * fit by brute force) over random runs and frees across word boundaries: same
  * cell chosen every time, same refusals, same free count.
  */
 static void test_pool_model(void)
@@ -383,7 +404,7 @@ static void test_pool_model(void)
 	static _Atomic uint32_t marks[N];
 	static uint8_t used[N];
 	static uint32_t at[N], len[N];
-	uint32_t nlive = 0, nfree = N, seed = 12345;
+	uint32_t nlive = 0, nfree = N, seed = 12345, next = 0;
 	pcori_shm_pool_t p;
 	CHECK_OK(pcori_shm_pool_init(&p, N, marks));
 	memset(used, 0, sizeof(used));
@@ -403,19 +424,27 @@ static void test_pool_model(void)
 		/* Mostly single cells, sometimes runs longer than a word. */
 		uint32_t count = rnd % 8 ? 1 + rnd % 5 : 1 + rnd % 130;
 		uint32_t want = UINT32_MAX;
-		for (uint32_t i = 0; i + count <= N && want == UINT32_MAX; i++) {
-			uint32_t j = 0;
-			while (j < count && !used[i + j])
-				j++;
-			if (j == count)
-				want = i;
+		bool oldest = rnd & 256;
+		/* Next fit from past its last run, then from the start. */
+		for (int pass = !oldest; pass < 2 && want == UINT32_MAX;
+		     pass++) {
+			for (uint32_t i = pass ? 0 : next;
+			     i + count <= N && want == UINT32_MAX; i++) {
+				uint32_t j = 0;
+				while (j < count && !used[i + j])
+					j++;
+				if (j == count)
+					want = i;
+			}
 		}
 		uint32_t got = UINT32_MAX;
-		bool ok = pcori_shm_pool_alloc(&p, count, &got);
+		bool ok = pcori_shm_pool_alloc(&p, count, oldest, &got);
 		CHECK(ok == (want != UINT32_MAX));
 		if (!ok)
 			continue;
 		CHECK(got == want);
+		if (oldest)
+			next = got + count;
 		memset(used + got, 1, count);
 		nfree -= count;
 		at[nlive] = got;
