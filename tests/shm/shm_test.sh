@@ -9,7 +9,7 @@
 #               (sizes-block with PCOR_SHM_EAGER_MAX=4k: medium messages
 #               by single copy too)
 #   nocma       the same with single copy disabled (PCOR_SHM_CMA=off)
-#   alltoall    4 processes x 250 threads, all to all
+#   alltoall    4 processes x 200 threads, all to all
 #   flood       100000 messages to a receiver that waits first
 #   flood-smallpool  the same with 16 MCBs: the fast window (256) alone
 #               overflows the pool, and a word from another thread still
@@ -23,14 +23,17 @@
 #   stopcells   the same for a medium message in the sender's cells,
 #               which the sender then cycles through messages to a third
 #               process: the receive ends intact or fails
-# SHM_MAX (default 256m) caps the sizes cases; SHM_THREADS (250) the
+# SHM_MAX (default 256m) caps the sizes cases; SHM_THREADS (200) the
 # threads per process of alltoall.
 set -u
 case_=$1 pcorrun=$2 app=$3
 tmp=$(mktemp -d)
 marker="pcorshmtest-$$-$RANDOM"
 max=${SHM_MAX:-268435456}
-threads=${SHM_THREADS:-250}
+# 200: its time grows faster than its messages (4 x 200 threads about
+# 50 s on two cores, 4 x 250 about 100 s, a sixth of it walking the list
+# of streams that wait for a timer), and 800 threads are load enough.
+threads=${SHM_THREADS:-200}
 
 cleanup() {
 	pkill -KILL -f -- "$marker" 2>/dev/null
@@ -99,8 +102,8 @@ nocma)
 	expect_ok sizes 2 ;;
 alltoall)
 	# Every thread posts all its sends before its receives: each process
-	# holds some 130 MiB of rendezvous copies until they are taken, past
-	# the default send budget (64 MiB).  A thousand threads on a small
+	# holds some 80 MiB of rendezvous copies until they are taken, past
+	# the default send budget (64 MiB).  800 threads on a small
 	# machine can keep a process's agent from answering for the default
 	# peer timeout (1.5 s), and a process declared lost is not what this
 	# case is about (kill is): a longer timeout.
