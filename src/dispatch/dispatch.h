@@ -179,8 +179,18 @@ struct pcori_txstream {
 	uint64_t srtt_ns, rttvar_ns;
 	uint64_t stalled_ns;   /* the first of them */
 	uint32_t stall_heard;  /* peer->heard then */
-	pcori_list_t timer_link; /* in pcori_net.timers while waiting */
+	/*
+	 * In pcori_net.timers at timer_slot (PCORI_TIMER_UNLISTED: not),
+	 * to be run by timer_key; timer_link holds it on a list of due
+	 * ones while it is run.  See frag/timers.c.
+	 */
+	_Atomic int timer_slot;
+	uint32_t refused; /* port refusals in a row (back-off; timers.c) */
+	uint64_t timer_key;
+	pcori_list_t timer_link;
 };
+
+#define PCORI_TIMER_UNLISTED (-1)
 
 /*
  * Move ts's count of fast-path frames into its port's statistics and
@@ -308,6 +318,8 @@ struct pcori_peer {
 	 * stalled behind the others is congestion, not a broken path).
 	 */
 	_Atomic uint32_t heard;
+	/* Send streams to it whose last post the port refused (timers.c). */
+	_Atomic int nrefused;
 	/* Left normally: lost at this time unless its BYE came first. */
 	_Atomic uint64_t leave_ns;
 	_Atomic bool bye_acked; /* our BYE reached it (we are leaving) */
@@ -415,6 +427,8 @@ void pcori_rndv_reap(void);
 
 /* Protocol housekeeping run by whoever makes progress. */
 int pcori_timers_run(void);
+/* Free the heap of send streams' timers (finalize; frag/timers.c). */
+void pcori_timers_fini(void);
 /* Nanoseconds until timed work is due; -1 if none. */
 int64_t pcori_timers_next(void);
 /* Send acknowledgements now (force) or those that are due. */

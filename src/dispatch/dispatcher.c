@@ -530,7 +530,7 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 	n->lim.nprocs = pcori_rt.nprocs;
 	pcori_lock_init(&n->peers_lock);
 	pcori_lock_init(&n->timer_lock);
-	pcori_list_init(&n->timers);
+	atomic_init(&n->timer_first, UINT64_MAX);
 	pcori_list_init(&n->readq);
 	pcori_list_init(&n->rndvs);
 
@@ -773,5 +773,6 @@ void pcori_net_fini(void)
 		p->ops->close(p);
 	}
 	pcori_rndv_reap();
+	pcori_timers_fini();
 	memset(&pcori_net, 0, sizeof(pcori_net));
 }

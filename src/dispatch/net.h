@@ -13,6 +13,12 @@
 
 typedef struct pcori_peer pcori_peer_t; /* dispatch.h */
 
+/* A send stream waiting for its timer, and when (frag/timers.c). */
+typedef struct pcori_timer_ent {
+	uint64_t key;
+	struct pcori_txstream *ts;
+} pcori_timer_ent_t;
+
 /* Inter-process state of this process. */
 typedef struct pcori_net {
 	bool up;
@@ -30,10 +36,17 @@ typedef struct pcori_net {
 	pcori_lock_t peers_lock; /* guards peers growth */
 	_Atomic(pcori_peer_t **) peers;
 	_Atomic int npeers;
-	/* Streams waiting for a retransmission time. */
-	pcori_lock_t timer_lock; /* guards timers */
-	pcori_list_t timers;
-	_Atomic int ntimers;
+	/*
+	 * Streams waiting for a resume or retransmission time: a heap,
+	 * earliest first (frag/timers.c).  timer_first is its root's key
+	 * (UINT64_MAX: empty), read without the lock.
+	 */
+	pcori_lock_t timer_lock; /* guards timers and the counts */
+	pcori_timer_ent_t *timers;
+	int ntimers;   /* listed */
+	int nstreams;  /* slots reserved: one per send stream */
+	int timers_cap;
+	_Atomic uint64_t timer_first;
 	/* Parked dispatchers wait on it (see pcori_port_t.drivers). */
 	_Atomic uint32_t drive_word;
 	/*

@@ -11,14 +11,13 @@
  *  - Owed, per receive stream with a gap it asked for: the ask again,
  *    once its sender has been quiet for a while (pcori_gap_watch).
  *  - Awaited, per send stream: the retransmission timeout from measured
- *    round trips (RFC 6298) and the arming of the stream's timers; retx.c
- *    runs them.
+ *    round trips (RFC 6298); timers.c keeps the streams' timers and
+ *    retx.c runs them.
  *
  * Locks: a peer's rx_lock guards its receive streams' ack state and its
  * list of acks to send; acks go out after it is dropped.  pcori_piggyback
- * runs under a send stream's lock and only trylocks rx_lock.  Timers are
- * armed under the stream's lock and take pcori_net.timer_lock inside it.
- * Calls only ctl.c.
+ * runs under a send stream's lock and only trylocks rx_lock.  Timeouts are
+ * armed under the stream's lock.  Calls ctl.c and timers.c.
  */
 #include "proto.h"
 
@@ -341,16 +340,6 @@ int pcori_acks_flush(bool force)
 
 /* --------------------------------------- the send streams' timeouts */
 
-void pcori_timer_list(pcori_txstream_t *ts)
-{
-	pcori_lock(&pcori_net.timer_lock);
-	if (pcori_list_empty(&ts->timer_link)) {
-		pcori_list_push_back(&pcori_net.timers, &ts->timer_link);
-		atomic_fetch_add(&pcori_net.ntimers, 1);
-	}
-	pcori_unlock(&pcori_net.timer_lock);
-}
-
 /*
  * The retransmission timeout: smoothed round trip plus four times its
  * variation (RFC 6298) once measured, at least RTO_MIN_NS, and never more
@@ -388,23 +377,5 @@ void pcori_rto_arm(pcori_txstream_t *ts)
 {
 	PCORI_ASSERT_LOCKED(&ts->lock);
 	uint64_t rto = rto_base(ts) << PCORI_MIN(ts->rto_shift, 4u);
-	bool listed = ts->rto_ns || ts->resume_ns;
-	atomic_store_explicit(&ts->rto_ns, pcori_now_ns() + rto,
-			      memory_order_relaxed);
-	if (!listed)
-		pcori_timer_list(ts);
-}
-
-void pcori_timer_arm(pcori_txstream_t *ts, uint64_t when)
-{
-	PCORI_ASSERT_LOCKED(&ts->lock);
-	atomic_store_explicit(&ts->resume_ns, when ? when : 1,
-			      memory_order_relaxed);
-	pcori_lock(&pcori_net.timer_lock);
-	if (pcori_list_empty(&ts->timer_link)) {
-		pcori_list_push_back(&pcori_net.timers, &ts->timer_link);
-		atomic_fetch_add(&pcori_net.ntimers, 1);
-	}
-	pcori_unlock(&pcori_net.timer_lock);
-	pcori_dispatch_kick();
+	pcori_timer_rto(ts, pcori_now_ns() + rto);
 }

@@ -67,7 +67,7 @@
  * match queue): a send stream's lock guards it and its messages (tx.c,
  * retx.c); a peer's rx_lock its receive streams, held frames, acks to
  * send and rendezvous table (rx.c, ack.c, rndv.c).  pcori_net.timer_lock
- * (timer list, live rendezvous, read queue) and ctlq.lock (ctl.c) are
+ * (timer heap, live rendezvous, read queue) and ctlq.lock (ctl.c) are
  * taken inside those, and no protocol lock inside them.  Ports are
  * called with any of these held but timer_lock; their upcalls come with
  * the port's progress lock held.
@@ -185,14 +185,38 @@ void pcori_gap_watch(pcori_peer_t *peer, pcori_rxstream_t *rs, uint32_t want);
 bool pcori_piggyback(pcori_peer_t *peer, uint64_t *cookie_p);
 /* A message (flags, cookie) did not leave: its ack is due again. */
 void pcori_piggyback_undo(pcori_peer_t *peer, uint32_t flags, uint64_t cookie);
-/* Put ts on the timer list if it is not there.  Stream lock held. */
-void pcori_timer_list(pcori_txstream_t *ts);
 /* A round-trip sample of ts (r ns).  Stream lock held. */
 void pcori_rtt_sample(pcori_txstream_t *ts, uint64_t r);
 /* Arm ts's retransmission timeout from now.  Stream lock held. */
 void pcori_rto_arm(pcori_txstream_t *ts);
+
+/* ---------------------------------------------------------- timers.c */
+
+/* A heap slot for a new send stream; false: no memory. */
+bool pcori_timers_reserve(void);
+/* Give back a slot reserved for a stream that was not kept. */
+void pcori_timers_unreserve(void);
+/* Have ts's timer run at its resume or retransmission time, whichever
+ * comes first (at once if neither is set).  Stream lock held. */
+void pcori_timer_list(pcori_txstream_t *ts);
 /* Run ts's timer at when (0: at once).  Stream lock held. */
 void pcori_timer_arm(pcori_txstream_t *ts, uint64_t when);
+/* The port had no room for ts's next message: try again later, the
+ * later the more often in a row.  Stream lock held. */
+void pcori_timer_refused(pcori_txstream_t *ts);
+/* The port took ts's message: refusals in a row end.  Stream lock held. */
+void pcori_timer_accepted(pcori_txstream_t *ts);
+/* Set ts's retransmission time to at and have its timer run by then.
+ * Stream lock held. */
+void pcori_timer_rto(pcori_txstream_t *ts, uint64_t at);
+/* Move the streams whose keys are at or before now onto due (through
+ * timer_link); returns how many. */
+int pcori_timers_due(uint64_t now, pcori_list_t *due);
+/* ns from now to the earliest key, 0 if past, -1 if none. */
+int64_t pcori_timers_first_in(uint64_t now);
+/* ts, taken off due by its runner, is no longer listed; returns its
+ * deadline now (0: nothing to wait for).  Stream lock held. */
+uint64_t pcori_timer_taken(pcori_txstream_t *ts);
 
 /* ------------------------------------------------------------ rndv.c */
 

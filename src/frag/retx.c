@@ -8,9 +8,9 @@
  * changed, and failing a whole stream.
  *
  * Locks: each works under the stream's lock and completes requests
- * after dropping it.  pcori_timers_run takes due streams off
- * pcori_net.timers under timer_lock, drops it, then takes each stream's
- * lock.  Calls tx.c, rndv.c, ack.c and ctl.c.
+ * after dropping it.  pcori_timers_run takes due streams off the heap
+ * of timers (timers.c), then takes each stream's lock.  Calls tx.c,
+ * rndv.c, ack.c, ctl.c and timers.c.
  */
 #include "proto.h"
 
@@ -120,9 +120,10 @@ static void resend_marked(pcori_port_t *port, pcori_txstream_t *ts)
 		m->window = 0;
 		if (pcori_txm_post(m) != PCOR_OK) {
 			ts->resend = true;
-			pcori_timer_arm(ts, pcori_now_ns() + 20000);
+			pcori_timer_refused(ts);
 			return;
 		}
+		pcori_timer_accepted(ts);
 		m->flags &= (uint16_t)~PCORI_TXM_RESEND;
 		m->flags |= PCORI_TXM_RETX;
 		m->posted_ns = now;
@@ -288,34 +289,26 @@ int pcori_timers_run(void)
 		pcori_peers_reroute();
 	int n = pcori_readq_run() + pcori_ctlq_run() + pcori_peers_reap() +
 		pcori_watch_run();
-	if (!atomic_load_explicit(&pcori_net.ntimers, memory_order_relaxed))
-		return n;
+	if (atomic_load_explicit(&pcori_net.timer_first,
+				 memory_order_relaxed) == UINT64_MAX)
+		return n; /* nothing listed: no clock read */
 	uint64_t now = pcori_now_ns();
 	pcori_list_t due;
 	pcori_list_init(&due);
-	pcori_lock(&pcori_net.timer_lock);
-	pcori_list_t *pos, *tmp;
-	pcori_list_foreach_safe (pos, tmp, &pcori_net.timers) {
-		pcori_txstream_t *ts =
-		    PCORI_CONTAINER_OF(pos, pcori_txstream_t, timer_link);
-		if ((ts->resume_ns && ts->resume_ns <= now) ||
-		    (ts->rto_ns && ts->rto_ns <= now) ||
-		    (!ts->resume_ns && !ts->rto_ns)) {
-			pcori_list_remove(pos);
-			atomic_fetch_sub(&pcori_net.ntimers, 1);
-			pcori_list_push_back(&due, pos);
-		}
-	}
-	pcori_unlock(&pcori_net.timer_lock);
+	if (!pcori_timers_due(now, &due))
+		return n;
 	while (!pcori_list_empty(&due)) {
 		pcori_txstream_t *ts =
 		    PCORI_CONTAINER_OF(due.next, pcori_txstream_t, timer_link);
-		/*
-		 * Under the stream lock: pcori_timer_arm tests the link under
-		 * it.
-		 */
+		/* Under the stream lock: its timer's state changes under it. */
 		pcori_lock(&ts->lock);
-		pcori_list_remove(&ts->timer_link);
+		uint64_t at = pcori_timer_taken(ts);
+		if (at > now) {
+			/* Its key was early (timers.c): wait for the real time. */
+			pcori_timer_list(ts);
+			pcori_unlock(&ts->lock);
+			continue;
+		}
 		if (ts->rto_ns && ts->rto_ns <= now &&
 		    !pcori_list_empty(&ts->sent)) {
 			uint32_t heard = atomic_load_explicit(
@@ -394,20 +387,9 @@ int64_t pcori_timers_next(void)
 	/* Nor are gaps asked again: look at them as often as they could be. */
 	if (atomic_load(&pcori_net.gaps_pending))
 		best = PCORI_MIN(best, (int64_t)PCORI_REASK_NS);
-	if (!atomic_load(&pcori_net.ntimers))
-		return best == INT64_MAX ? -1 : best;
-	pcori_lock(&pcori_net.timer_lock);
-	pcori_list_t *pos;
-	pcori_list_foreach (pos, &pcori_net.timers) {
-		pcori_txstream_t *ts =
-		    PCORI_CONTAINER_OF(pos, pcori_txstream_t, timer_link);
-		uint64_t at = ts->resume_ns && ts->rto_ns
-				  ? PCORI_MIN(ts->resume_ns, ts->rto_ns)
-				  : ts->resume_ns | ts->rto_ns;
-		int64_t left = at > now ? (int64_t)(at - now) : 0;
-		best = PCORI_MIN(best, left);
-	}
-	pcori_unlock(&pcori_net.timer_lock);
+	int64_t t = pcori_timers_first_in(now);
+	if (t >= 0)
+		best = PCORI_MIN(best, t);
 	return best == INT64_MAX ? -1 : best;
 }
 
@@ -445,6 +427,7 @@ void pcori_txstream_fail(pcori_txstream_t *ts, int status, bool resync)
 		}
 	}
 	ts->probing = false;
+	pcori_timer_accepted(ts); /* nothing waits to be posted now */
 	atomic_store_explicit(&ts->resume_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&ts->rto_ns, 0, memory_order_relaxed);
 	ts->resync = resync;

@@ -6,9 +6,10 @@
  * the ports' send completions.
  *
  * Locks: a stream's lock guards the stream and its messages; messages
- * are posted to the port, and the stream's timers armed (ack.c), under
- * it.  The send budget is atomics: a sender waits for room holding no
- * lock.  Calls ack.c, rndv.c (deferred completions) and ctl.c.
+ * are posted to the port, and the stream's timers armed (ack.c,
+ * timers.c), under it.  The send budget is atomics: a sender waits for
+ * room holding no lock.  Calls ack.c, timers.c, rndv.c (deferred
+ * completions) and ctl.c.
  */
 #include "proto.h"
 
@@ -378,12 +379,16 @@ int pcori_flush_waiting(pcori_txstream_t *ts)
 		pcori_txmsg_t *m =
 		    PCORI_CONTAINER_OF(ts->waiting.next, pcori_txmsg_t, link);
 		bool again = m->flags & PCORI_TXM_SENT;
+		uint16_t window = m->window;
 		int rc = pcori_txm_post(m);
 		if (rc == PCOR_ERR_AGAIN) {
-			pcori_timer_arm(ts, pcori_now_ns() + 20000);
+			if (m->window != window)
+				pcori_timer_accepted(ts); /* some fragments went */
+			pcori_timer_refused(ts);
 			break;
 		}
 		pcori_list_remove(&m->link);
+		pcori_timer_accepted(ts);
 		if (rc) {
 			/* The fabric refused it for good: fail the send. */
 			PCORI_WARN(PCORI_SUB_DISPATCH,
@@ -416,9 +421,13 @@ static pcori_txstream_t *txstream_of(pcori_peer_t *peer, int thid)
 	    atomic_load_explicit(&peer->tx[thid], memory_order_acquire);
 	if (PCORI_LIKELY(ts))
 		return ts;
-	pcori_txstream_t *n = calloc(1, sizeof(*n));
-	if (!n)
+	if (!pcori_timers_reserve())
 		return NULL;
+	pcori_txstream_t *n = calloc(1, sizeof(*n));
+	if (!n) {
+		pcori_timers_unreserve();
+		return NULL;
+	}
 	pcori_lock_init(&n->lock);
 	n->peer = peer;
 	n->thid = thid;
@@ -428,8 +437,10 @@ static pcori_txstream_t *txstream_of(pcori_peer_t *peer, int thid)
 	pcori_list_init(&n->streaming);
 	pcori_list_init(&n->orphans);
 	pcori_list_init(&n->timer_link);
+	atomic_init(&n->timer_slot, PCORI_TIMER_UNLISTED);
 	n->backoff_us = PCORI_BACKOFF_MIN_US;
 	if (!atomic_compare_exchange_strong(&peer->tx[thid], &ts, n)) {
+		pcori_timers_unreserve();
 		free(n);
 		return ts;
 	}
@@ -670,7 +681,7 @@ static void stream_later(pcori_txstream_t *ts, pcori_txmsg_t *m)
 {
 	if (pcori_list_empty(&m->slink))
 		pcori_list_push_back(&ts->streaming, &m->slink);
-	pcori_timer_arm(ts, pcori_now_ns() + 20000);
+	pcori_timer_refused(ts);
 }
 
 /* Post the pending fragments of a streamed rendezvous.  Lock held. */
@@ -725,6 +736,7 @@ void pcori_stream_post(pcori_txmsg_t *m)
 			m->sfrag = m->send;
 			break;
 		}
+		pcori_timer_accepted(ts);
 		atomic_fetch_add_explicit(&p->st.tx, 1, memory_order_relaxed);
 		m->sfrag++;
 	}

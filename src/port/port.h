@@ -178,6 +178,12 @@ struct pcori_port {
 	 * messages, up to fast_max bytes of payload, take the fast path.
 	 */
 	bool lossless;
+	/*
+	 * A send refused for want of room waits for the peer to read
+	 * (pcor-shm's rings and cells), not for this process's progress (a
+	 * provider's queue): retries back off and spread (frag/timers.c).
+	 */
+	bool room_from_peer;
 	size_t fast_max;
 	/*
 	 * While can_read holds, a message to a peer one hop away through

@@ -931,6 +931,7 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	p->base.wake_word = &h->wake;
 	/* What is in a ring is never lost; a test's drops make it lossy. */
 	p->base.lossless = !cfg->drop_every;
+	p->base.room_from_peer = true;
 	p->base.fast_max = SIZE_MAX; /* larger ones go through cells */
 	p->base.read_above = (size_t)cfg->shm_eager_max;
 	p->base.can_read = shmp_cma_usable();

@@ -9,7 +9,7 @@
 #               (sizes-block with PCOR_SHM_EAGER_MAX=4k: medium messages
 #               by single copy too)
 #   nocma       the same with single copy disabled (PCOR_SHM_CMA=off)
-#   alltoall    4 processes x 200 threads, all to all
+#   alltoall    4 processes x 250 threads, all to all
 #   flood       100000 messages to a receiver that waits first
 #   flood-smallpool  the same with 16 MCBs: the fast window (256) alone
 #               overflows the pool, and a word from another thread still
@@ -23,17 +23,17 @@
 #   stopcells   the same for a medium message in the sender's cells,
 #               which the sender then cycles through messages to a third
 #               process: the receive ends intact or fails
-# SHM_MAX (default 256m) caps the sizes cases; SHM_THREADS (200) the
+# SHM_MAX (default 256m) caps the sizes cases; SHM_THREADS (250) the
 # threads per process of alltoall.
 set -u
 case_=$1 pcorrun=$2 app=$3
 tmp=$(mktemp -d)
 marker="pcorshmtest-$$-$RANDOM"
 max=${SHM_MAX:-268435456}
-# 200: its time grows faster than its messages (4 x 200 threads about
-# 50 s on two cores, 4 x 250 about 100 s, a sixth of it walking the list
-# of streams that wait for a timer), and 800 threads are load enough.
-threads=${SHM_THREADS:-200}
+# 4 x 250 threads: about 12 s on two cores (90 s before the streams
+# refused by a full ring spread their tries: docs/BENCHMARKS.md, "Many
+# threads").
+threads=${SHM_THREADS:-250}
 
 cleanup() {
 	pkill -KILL -f -- "$marker" 2>/dev/null
