@@ -212,6 +212,8 @@ void pcori_timer_rto(pcori_txstream_t *ts, uint64_t at);
 /* Move the streams whose keys are at or before now onto due (through
  * timer_link); returns how many. */
 int pcori_timers_due(uint64_t now, pcori_list_t *due);
+/* Is no stream listed?  One load: lets a drive skip the clock read. */
+bool pcori_timers_none(void);
 /* ns from now to the earliest key, 0 if past, -1 if none. */
 int64_t pcori_timers_first_in(uint64_t now);
 /* ts, taken off due by its runner, is no longer listed; returns its

@@ -289,9 +289,8 @@ int pcori_timers_run(void)
 		pcori_peers_reroute();
 	int n = pcori_readq_run() + pcori_ctlq_run() + pcori_peers_reap() +
 		pcori_watch_run();
-	if (atomic_load_explicit(&pcori_net.timer_first,
-				 memory_order_relaxed) == UINT64_MAX)
-		return n; /* nothing listed: no clock read */
+	if (pcori_timers_none())
+		return n; /* no clock read */
 	uint64_t now = pcori_now_ns();
 	pcori_list_t due;
 	pcori_list_init(&due);

@@ -22,8 +22,7 @@
  */
 #include "proto.h"
 
-#define SLOT_NONE PCORI_TIMER_UNLISTED
-#define SLOT_DUE  (-2) /* taken off as due; retx.c lists it again */
+#define SLOT_DUE (-2) /* taken off as due; retx.c lists it again */
 
 /*
  * A stream whose message the port refused (no room) tries again after
@@ -129,14 +128,14 @@ static bool want(pcori_txstream_t *ts, uint64_t at)
 	/* Due already, and run with the stream's times as they are then. */
 	if (s == SLOT_DUE)
 		return false;
-	if (s != SLOT_NONE && ts->timer_key <= at)
+	if (s != PCORI_TIMER_UNLISTED && ts->timer_key <= at)
 		return false; /* looked at earlier anyway */
 	pcori_lock(&pcori_net.timer_lock);
 	s = slot_of(ts);
 	bool first = false;
 	if (s != SLOT_DUE) {
 		ts->timer_key = at;
-		if (s == SLOT_NONE) {
+		if (s == PCORI_TIMER_UNLISTED) {
 			s = pcori_net.ntimers++;
 			PCORI_ASSERT(s < pcori_net.timers_cap);
 			pcori_net.timers[s] = (pcori_timer_ent_t){at, ts};
@@ -263,6 +262,12 @@ int pcori_timers_due(uint64_t now, pcori_list_t *due)
 	return n;
 }
 
+bool pcori_timers_none(void)
+{
+	return atomic_load_explicit(&pcori_net.timer_first,
+				    memory_order_relaxed) == UINT64_MAX;
+}
+
 int64_t pcori_timers_first_in(uint64_t now)
 {
 	uint64_t f =
@@ -276,6 +281,6 @@ uint64_t pcori_timer_taken(pcori_txstream_t *ts)
 {
 	PCORI_ASSERT_LOCKED(&ts->lock);
 	pcori_list_remove(&ts->timer_link);
-	slot_set(ts, SLOT_NONE);
+	slot_set(ts, PCORI_TIMER_UNLISTED);
 	return deadline(ts);
 }
