@@ -494,11 +494,13 @@ void pcori_drive_end(uint64_t now);
 /*
  * Wait until try_fn(arg) returns true or the clock passes deadline (ns),
  * making progress meanwhile as a waiter in pcor_handle_test does: poll
- * every port for PCOR_SPIN_NS, then sleep on *word, which whoever may
- * have made try_fn succeed bumps and wakes (looking again every
- * millisecond regardless).  Returns try_fn's last answer.  No lock held.
+ * every port for PCOR_SPIN_NS, then try again whenever ww's word moved,
+ * and sleep on it while it does not (looking again every millisecond
+ * regardless).  Returns try_fn's last answer.  No lock held.
  */
 bool pcori_drive_until(bool (*try_fn)(void *), void *arg,
-		       _Atomic uint32_t *word, uint64_t deadline);
+		       pcori_wake_word_t *ww, uint64_t deadline);
+/* Bump ww's word and wake up to n of its sleepers, if any. */
+void pcori_wake_word_bump(pcori_wake_word_t *ww, int n);
 
 #endif /* PCOR_DISPATCH_H */

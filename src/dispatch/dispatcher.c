@@ -304,7 +304,7 @@ static void drive_word_sleep(int delta)
 #define UNTIL_SLICE_NS 1000000 /* pcori_drive_until looks again after */
 
 bool pcori_drive_until(bool (*try_fn)(void *), void *arg,
-		       _Atomic uint32_t *word, uint64_t deadline)
+		       pcori_wake_word_t *ww, uint64_t deadline)
 {
 	uint64_t now = pcori_now_ns();
 	uint64_t spin_end = now + (uint64_t)pcori_rt.cfg.spin_ns;
@@ -322,23 +322,53 @@ bool pcori_drive_until(bool (*try_fn)(void *), void *arg,
 		}
 	}
 	pcori_drive_end(0);
-	while (!ok) {
-		uint32_t w = atomic_load(word);
+	/* Read before each try: a change after the try shows below. */
+	uint32_t w = atomic_load(&ww->word);
+	for (unsigned i = 1; !ok; i++) {
 		if ((ok = try_fn(arg)))
 			break;
+		/*
+		 * Bumped since that read: something was released after or
+		 * during the try.  Look again without a system call -- the
+		 * word moves on every release under load, and a sleep per
+		 * release would be a thread switch per message.  The clock
+		 * is read only every so many of those looks.
+		 */
+		uint32_t seen = atomic_load(&ww->word);
+		bool moved = seen != w;
+		w = seen;
+		if (moved && (i & 63)) {
+			pcori_progress();
+			continue;
+		}
 		now = pcori_now_ns();
 		if (now >= deadline)
 			break;
+		if (moved) {
+			pcori_progress();
+			continue;
+		}
 		/* Peers must not wait for an ack of ours while we sleep. */
 		pcori_acks_flush(true);
 		drive_word_sleep(1);
-		pcori_futex_wait(word, w,
+		atomic_fetch_add(&ww->sleepers, 1);
+		pcori_futex_wait(&ww->word, w,
 				 (int64_t)PCORI_MIN(deadline - now,
 						    (uint64_t)UNTIL_SLICE_NS));
+		atomic_fetch_sub(&ww->sleepers, 1);
 		drive_word_sleep(-1);
+		w = atomic_load(&ww->word);
 		pcori_progress();
 	}
 	return ok;
+}
+
+void pcori_wake_word_bump(pcori_wake_word_t *ww, int n)
+{
+	/* seq_cst: the bump, then the sleepers (the waiter: the reverse). */
+	atomic_fetch_add(&ww->word, 1);
+	if (atomic_load(&ww->sleepers))
+		pcori_futex_wake(&ww->word, n);
 }
 
 static const pcori_drive_ops_t drive_ops = {

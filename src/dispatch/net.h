@@ -11,6 +11,15 @@
 #include "../port/port.h"
 #include "wire.h"
 
+/*
+ * A word that waiters in pcori_drive_until watch: bumped on every change
+ * that may let one through, and a futex only for those asleep on it.
+ */
+typedef struct pcori_wake_word {
+	_Atomic uint32_t word;
+	_Atomic int sleepers; /* threads in futex_wait on word */
+} pcori_wake_word_t;
+
 typedef struct pcori_peer pcori_peer_t; /* dispatch.h */
 
 /* A send stream waiting for its timer, and when (frag/timers.c). */
@@ -78,7 +87,7 @@ typedef struct pcori_net {
 		_Atomic int waiters;   /* senders waiting for room */
 		/* A message past the budget is held (one at a time). */
 		_Atomic bool oversize;
-		_Atomic uint32_t word; /* bumped on a release while waiters */
+		pcori_wake_word_t room; /* bumped on a release while waiters */
 		_Atomic uint64_t refused; /* sends that returned AGAIN */
 	} txb;
 } pcori_net_t;

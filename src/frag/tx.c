@@ -85,21 +85,17 @@ size_t pcori_tx_cost(int pid, bool copy, size_t len)
 
 static void txb_put(size_t n)
 {
-	/* seq_cst, then the waiters: see pcori_drive_until's word. */
+	/* seq_cst, then the waiters: see pcori_drive_until. */
 	atomic_fetch_sub(&pcori_net.txb.held, (int64_t)n);
-	if (atomic_load(&pcori_net.txb.waiters)) {
-		atomic_fetch_add(&pcori_net.txb.word, 1);
-		pcori_futex_wake(&pcori_net.txb.word, INT_MAX);
-	}
+	if (atomic_load(&pcori_net.txb.waiters))
+		pcori_wake_word_bump(&pcori_net.txb.room, INT_MAX);
 }
 
 static void txb_oversize_put(void)
 {
 	atomic_store(&pcori_net.txb.oversize, false);
-	if (atomic_load(&pcori_net.txb.waiters)) {
-		atomic_fetch_add(&pcori_net.txb.word, 1);
-		pcori_futex_wake(&pcori_net.txb.word, INT_MAX);
-	}
+	if (atomic_load(&pcori_net.txb.waiters))
+		pcori_wake_word_bump(&pcori_net.txb.room, INT_MAX);
 }
 
 typedef struct txb_ask {
@@ -140,7 +136,7 @@ static int txb_take(size_t n, bool oversize)
 	bool ok = false;
 	if (wait) {
 		atomic_fetch_add(&pcori_net.txb.waiters, 1);
-		ok = pcori_drive_until(txb_try, &ask, &pcori_net.txb.word,
+		ok = pcori_drive_until(txb_try, &ask, &pcori_net.txb.room,
 				       pcori_now_ns() + wait);
 		atomic_fetch_sub(&pcori_net.txb.waiters, 1);
 	}
