@@ -337,13 +337,11 @@ bool pcori_drive_until(bool (*try_fn)(void *), void *arg,
 		uint32_t seen = atomic_load(&ww->word);
 		bool moved = seen != w;
 		w = seen;
-		if (moved && (i & 63)) {
-			pcori_progress();
-			continue;
+		if (!moved || (i & 63) == 0) {
+			now = pcori_now_ns();
+			if (now >= deadline)
+				break;
 		}
-		now = pcori_now_ns();
-		if (now >= deadline)
-			break;
 		if (moved) {
 			pcori_progress();
 			continue;

@@ -83,17 +83,13 @@ size_t pcori_tx_cost(int pid, bool copy, size_t len)
 	return tx_cost(copy, len, goes_rndv(rt, len));
 }
 
-static void txb_put(size_t n)
+/* Give back n bytes, and the oversize place if held. */
+static void txb_put(size_t n, bool oversize)
 {
 	/* seq_cst, then the waiters: see pcori_drive_until. */
 	atomic_fetch_sub(&pcori_net.txb.held, (int64_t)n);
-	if (atomic_load(&pcori_net.txb.waiters))
-		pcori_wake_word_bump(&pcori_net.txb.room, INT_MAX);
-}
-
-static void txb_oversize_put(void)
-{
-	atomic_store(&pcori_net.txb.oversize, false);
+	if (oversize)
+		atomic_store(&pcori_net.txb.oversize, false);
 	if (atomic_load(&pcori_net.txb.waiters))
 		pcori_wake_word_bump(&pcori_net.txb.room, INT_MAX);
 }
@@ -116,9 +112,7 @@ static bool txb_try(void *a)
 	int64_t was = atomic_fetch_add(&pcori_net.txb.held, n);
 	if (was <= 0 || was + n <= pcori_net.txb.max)
 		return true;
-	txb_put(ask->n);
-	if (ask->oversize)
-		txb_oversize_put();
+	txb_put(ask->n, ask->oversize);
 	return false;
 }
 
@@ -190,10 +184,8 @@ void pcori_txm_free(pcori_txmsg_t *m)
 	bool oversize = m->flags & PCORI_TXM_OVERSIZE;
 	txm_discard(m);
 	/* After the memory went: what the budget admits next is on top. */
-	if (held)
-		txb_put(held);
-	if (oversize)
-		txb_oversize_put();
+	if (held || oversize)
+		txb_put(held, oversize);
 }
 
 /* Done with m?  Stream lock held.  Unlinks it; caller frees after unlock. */
@@ -552,9 +544,7 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 		return rc;
 	pcori_txmsg_t *m = malloc(sizeof(*m) + hbytes + inline_copy);
 	if (!m) {
-		txb_put(cost);
-		if (oversize)
-			txb_oversize_put();
+		txb_put(cost, oversize);
 		return PCOR_ERR_NOMEM;
 	}
 	memset(m, 0, sizeof(*m));

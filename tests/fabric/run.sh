@@ -34,6 +34,17 @@ if [ "$oks" -ne "$want" ] || { ! $dies && [ $st -ne 0 ]; }; then
 	echo "--- stderr"; grep -v " info " "$tmp/err" | tail -n 30
 	exit 1
 fi
+# Each libfabric port is the provider asked for, not a utility libfabric
+# layered over it to meet pcor's hints (it once turned net into
+# net;ofi_rxm).
+if [ "$prov" != pcor-shm ]; then
+	opened=$(sed -n 's/.*info dispatch: port [0-9]*: \([^ ]*\) domain .*/\1/p' \
+		"$tmp/err" | sort -u)
+	[ "$opened" = "$prov" ] || {
+		echo "FAIL: asked for $prov, opened: ${opened:-nothing}"
+		exit 1
+	}
+fi
 # What the ports counted, and how fast a death was seen, for the log.
 grep -h "info dispatch: port" "$tmp/err" | grep -v "domain" | head -n 8
 grep -h "PEER_LOST .* ms after\|block was\|unread at the kill" "$tmp/out"
