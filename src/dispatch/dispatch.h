@@ -113,7 +113,6 @@ typedef struct pcori_txmsg {
 	uint32_t seq;
 	uint16_t flags;        /* PCORI_TXM_* */
 	uint16_t window;       /* eager: fragments posted this attempt */
-	uint8_t rclass;        /* its allocation's class in tx.c's cache */
 	_Atomic uint32_t inflight; /* provider completions outstanding */
 	int32_t dst_thid, tag;
 	uint32_t mctx;         /* matching context */
@@ -430,8 +429,6 @@ void pcori_rndv_reap(void);
 int pcori_timers_run(void);
 /* Free the heap of send streams' timers (finalize; frag/timers.c). */
 void pcori_timers_fini(void);
-/* Free the message records kept for reuse (finalize; frag/tx.c). */
-void pcori_txm_cache_fini(void);
 /* Nanoseconds until timed work is due; -1 if none. */
 int64_t pcori_timers_next(void);
 /* Send acknowledgements now (force) or those that are due. */

@@ -802,6 +802,5 @@ void pcori_net_fini(void)
 	}
 	pcori_rndv_reap();
 	pcori_timers_fini();
-	pcori_txm_cache_fini();
 	memset(&pcori_net, 0, sizeof(pcori_net));
 }

@@ -149,108 +149,16 @@ static int txb_take(size_t n, bool oversize)
 
 /* --------------------------------------------------------- send side */
 
+/* Eager copies up to this size live in their record (see in_record). */
+#define TXM_INLINE_MAX 1024
+
 /* A record's memory, nothing else. */
-/*
- * A record with an eager copy inside is as large as its message (up to
- * PCOR_EAGER_MAX), and such records come and go a window at a time.
- * Given back to malloc, a window of them passed glibc's trim threshold,
- * went back to the kernel and was faulted in again by the next window,
- * a page at a time: 66,000 faults, and 230 MB/s streaming 8-64 KiB
- * sendCopy over net.  Records above TXM_SMALL are kept for reuse
- * instead, by power-of-two size, up to TXM_CACHE_MAX bytes; a thread
- * that finds the cache taken goes to malloc.  Not under AddressSanitizer,
- * which must see every record freed.
- */
-#define TXM_SMALL_SHIFT 12 /* 4 KiB and below: malloc's */
-#define TXM_CLASSES 12     /* above it up to 16 MiB, by powers of two */
-#define TXM_UNCACHED 0xff
-#define TXM_CACHE_MAX ((size_t)16 << 20)
-
-static struct {
-	pcori_lock_t lock;
-	void *free[TXM_CLASSES]; /* each block's first word links the next */
-	size_t bytes;
-} txm_cache = {.lock = PCORI_LOCK_INITIALIZER};
-
-static unsigned txm_class(size_t n)
-{
-#ifdef __SANITIZE_ADDRESS__
-	(void)n;
-	return TXM_UNCACHED;
-#else
-	if (n <= (size_t)1 << TXM_SMALL_SHIFT)
-		return TXM_UNCACHED;
-	/* The least power of two >= n, counted from 8 KiB. */
-	unsigned c = (unsigned)(64 - __builtin_clzll((unsigned long long)n - 1)) -
-		     TXM_SMALL_SHIFT - 1;
-	return c < TXM_CLASSES ? c : TXM_UNCACHED;
-#endif
-}
-
-static size_t txm_class_size(unsigned c)
-{
-	return (size_t)1 << (c + TXM_SMALL_SHIFT + 1);
-}
-
-/* A zeroed message record with n bytes in all. */
-static pcori_txmsg_t *txm_alloc(size_t n)
-{
-	unsigned c = txm_class(n);
-	void *b = NULL;
-	if (c != TXM_UNCACHED) {
-		if (pcori_trylock(&txm_cache.lock)) {
-			if ((b = txm_cache.free[c])) {
-				txm_cache.free[c] = *(void **)b;
-				txm_cache.bytes -= txm_class_size(c);
-			}
-			pcori_unlock(&txm_cache.lock);
-		}
-		n = txm_class_size(c);
-	}
-	pcori_txmsg_t *m = b ? b : malloc(n);
-	if (m) {
-		memset(m, 0, sizeof(*m));
-		m->rclass = (uint8_t)c;
-	}
-	return m;
-}
-
-static void txm_release(pcori_txmsg_t *m)
-{
-	unsigned c = m->rclass;
-	if (c != TXM_UNCACHED && pcori_trylock(&txm_cache.lock)) {
-		bool keep = txm_cache.bytes + txm_class_size(c) <= TXM_CACHE_MAX;
-		if (keep) {
-			*(void **)(void *)m = txm_cache.free[c];
-			txm_cache.free[c] = m;
-			txm_cache.bytes += txm_class_size(c);
-		}
-		pcori_unlock(&txm_cache.lock);
-		if (keep)
-			return;
-	}
-	free(m);
-}
-
-void pcori_txm_cache_fini(void)
-{
-	pcori_lock(&txm_cache.lock);
-	for (unsigned c = 0; c < TXM_CLASSES; c++)
-		while (txm_cache.free[c]) {
-			void *b = txm_cache.free[c];
-			txm_cache.free[c] = *(void **)b;
-			free(b);
-		}
-	txm_cache.bytes = 0;
-	pcori_unlock(&txm_cache.lock);
-}
-
 static void txm_discard(pcori_txmsg_t *m)
 {
 	if (m->flags & PCORI_TXM_OWNDMA)
 		pcori_dma_free(m->data);
 	free(m->banks);
-	txm_release(m);
+	free(m);
 }
 
 void pcori_txstream_discard(pcori_txstream_t *ts)
@@ -624,7 +532,15 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 	const bool copy = kind == PCORI_REQ_SEND_COPY;
 	uint32_t nfrags = pcori_frag_count(len, pcori_net.frag_size);
 	size_t hbytes = tx_hdr_bytes(len, rndv);
-	size_t inline_copy = copy && !rndv ? len : 0;
+	/*
+	 * A small eager copy lives in the record.  A larger one goes to DMA
+	 * memory, whose slabs are kept once made: in records, a window of
+	 * them freed at once passed glibc's trim threshold, went back to
+	 * the kernel and was faulted in again by the next window, a page at
+	 * a time (sendCopy of 4-64 KiB streamed at 130-360 MB/s over net).
+	 */
+	const bool in_record = copy && !rndv && len <= TXM_INLINE_MAX;
+	size_t inline_copy = in_record ? len : 0;
 	/*
 	 * Charged before anything is allocated: a refusal sends nothing.  A
 	 * copy that alone exceeds the budget would never fit: one such at a
@@ -637,11 +553,12 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 	rc = txb_take(cost, oversize);
 	if (rc)
 		return rc;
-	pcori_txmsg_t *m = txm_alloc(sizeof(*m) + hbytes + inline_copy);
+	pcori_txmsg_t *m = malloc(sizeof(*m) + hbytes + inline_copy);
 	if (!m) {
 		txb_put(cost, oversize);
 		return PCOR_ERR_NOMEM;
 	}
+	memset(m, 0, sizeof(*m));
 	m->held = cost;
 	if (oversize)
 		m->flags |= PCORI_TXM_OVERSIZE;
@@ -661,13 +578,12 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 		if (m->busy_port)
 			atomic_fetch_add(&m->busy_port->busy, 1);
 	}
-	if (copy && !rndv) {
-		/* Eager copies live in the same allocation as the message. */
+	if (in_record) {
 		m->data = m->hdrs + hbytes;
 		if (len)
 			memcpy(m->data, buf, len);
 	} else if (copy) {
-		/* A rendezvous copy must be readable: DMA memory. */
+		/* A rendezvous copy must be readable; see in_record. */
 		rc = pcori_dma_alloc(len, &m->data);
 		if (rc) {
 			m->data = NULL;
