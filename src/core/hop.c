@@ -11,6 +11,17 @@
 #include <string.h>
 #include <x86intrin.h>
 
+/*
+ * A stamp: the counter once everything before it has completed.  rdtsc
+ * alone may run before an earlier load is served, and a miss then shows
+ * in the stretch after it, not in the one it belongs to.
+ */
+static inline uint64_t stamp_now(void)
+{
+	_mm_lfence();
+	return __rdtsc();
+}
+
 /* A hop longer than this (ticks) was not a ping-pong's turn: not counted. */
 #define HOP_MAX_TICKS (1ull << 22)
 
@@ -29,7 +40,7 @@ void pcori_hop_seen(const uint8_t *rec, size_t len)
 {
 	if (hop.open)
 		return; /* a later record of the same drain */
-	uint64_t now = __rdtsc();
+	uint64_t now = stamp_now();
 	if (!hop.tsc0) {
 		hop.tsc0 = now;
 		hop.ns0 = pcori_now_ns();
@@ -51,7 +62,7 @@ void pcori_hop_seen(const uint8_t *rec, size_t len)
 void pcori_hop_stamp(uint8_t *rec, size_t len)
 {
 	if (len <= PCORI_HOP_STAMP_AT) {
-		uint64_t now = __rdtsc();
+		uint64_t now = stamp_now();
 		memcpy(rec + PCORI_HOP_STAMP_AT, &now, sizeof(now));
 	}
 }
@@ -60,7 +71,7 @@ void pcori_hop_mark(pcori_hop_point_t pt)
 {
 	if (!hop.open || hop.t[pt])
 		return;
-	hop.t[pt] = __rdtsc();
+	hop.t[pt] = stamp_now();
 	if (pt != PCORI_HOP_COMMIT)
 		return;
 	hop.open = false;
@@ -91,10 +102,10 @@ void pcori_hop_report(void)
 	double per_ns = (double)ticks / (double)ns;
 	/* What one stamp costs, to read the stretches with. */
 	volatile uint64_t sink = 0;
-	uint64_t c0 = __rdtsc();
+	uint64_t c0 = stamp_now();
 	for (int i = 0; i < 1000; i++)
-		sink += __rdtsc();
-	double stamp = (double)(__rdtsc() - c0) / 1000.0 / per_ns;
+		sink += stamp_now();
+	double stamp = (double)(stamp_now() - c0) / 1000.0 / per_ns;
 	double h = hop.hops ? (double)hop.hops : 1.0;
 	double tr = hop.transits ? (double)hop.transits : 1.0;
 	fprintf(stderr,

@@ -10,8 +10,9 @@
  * (no extra line moves), so the receiver sees how long the record took
  * from its publication to the poll that found it.
  *
- * Each stamp is one rdtsc (about 10 ns here, printed with the results):
- * the stretches include the stamps' own cost.  The counter must run at
+ * Each stamp is an lfence and an rdtsc (about 18 ns here, printed with
+ * the results), so a stretch holds the misses of its own loads: the
+ * stretches include the stamps' own cost.  The counter must run at
  * one rate on every core (constant_tsc, as on current x86 and VMs).
  */
 #ifndef PCORI_HOP_H
