@@ -485,6 +485,12 @@ void pcori_peers_fini(void);
 uint64_t pcori_port_tx_frames(pcori_port_t *port);
 /* Wake the send threads of block mode: timed work was added. */
 void pcori_dispatch_kick(void);
+/*
+ * Timed work due at `at` was listed: wake the send threads of block mode
+ * unless one of them wakes by then anyway (a timeout armed on every
+ * send costs no system call).
+ */
+void pcori_dispatch_kick_before(uint64_t at);
 
 /* Poll every port once (and run timers).  Returns events handled. */
 int pcori_progress(void);

@@ -53,6 +53,11 @@
 
 static _Atomic bool port_waiting[PCORI_MAX_PORTS];
 static _Atomic uint32_t tx_word; /* block mode: wakes the send threads */
+/*
+ * Block mode: when each port's send thread wakes by itself (0: it is
+ * awake; UINT64_MAX: it is reading the timers before it sleeps).
+ */
+static _Atomic uint64_t tx_until[PCORI_MAX_PORTS];
 
 int pcori_progress(void)
 {
@@ -76,6 +81,20 @@ void pcori_dispatch_kick(void)
 		atomic_fetch_add(&tx_word, 1);
 		pcori_futex_wake(&tx_word, INT_MAX);
 	}
+}
+
+void pcori_dispatch_kick_before(uint64_t at)
+{
+	if (pcori_net.mode != PCORI_DISPATCH_BLOCK)
+		return;
+	/* The timer was listed before this look; tx_main's side mirrors it. */
+	pcori_fence_full();
+	for (int i = 0; i < pcori_net.nports; i++)
+		if (pcori_net.ports[i]->mode == PCORI_DISPATCH_BLOCK &&
+		    atomic_load_explicit(&tx_until[i], memory_order_relaxed) <=
+			at)
+			return; /* that thread looks again by then */
+	pcori_dispatch_kick();
 }
 
 /* ---------------------------------------------------------- driving */
@@ -503,11 +522,17 @@ static void *tx_main(void *arg)
 		uint32_t w = atomic_load(&tx_word);
 		if (pcori_timers_run() + pcori_acks_flush(false))
 			continue;
+		/* Said before the timers are read: see kick_before. */
+		atomic_store(&tx_until[p->index], UINT64_MAX);
 		int64_t t = pcori_timers_next();
 		if (t < 0)
 			t = (int64_t)BLOCK_MAX_MS * 1000000;
-		if (t > 0)
+		if (t > 0) {
+			atomic_store(&tx_until[p->index],
+				     pcori_now_ns() + (uint64_t)t);
 			pcori_futex_wait(&tx_word, w, t);
+		}
+		atomic_store(&tx_until[p->index], 0);
 	}
 	return NULL;
 }

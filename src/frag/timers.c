@@ -234,7 +234,8 @@ void pcori_timer_rto(pcori_txstream_t *ts, uint64_t at)
 {
 	PCORI_ASSERT_LOCKED(&ts->lock);
 	atomic_store_explicit(&ts->rto_ns, at, memory_order_relaxed);
-	want(ts, at);
+	if (want(ts, at))
+		pcori_dispatch_kick_before(at);
 }
 
 int pcori_timers_due(uint64_t now, pcori_list_t *due)
