@@ -486,9 +486,8 @@ uint64_t pcori_port_tx_frames(pcori_port_t *port);
 /* Wake the send threads of block mode: timed work was added. */
 void pcori_dispatch_kick(void);
 /*
- * Timed work due at `at` was listed: wake the send threads of block mode
- * unless one of them wakes by then anyway (a timeout armed on every
- * send costs no system call).
+ * Timed work due at `at` is now the earliest: wake the send threads of
+ * block mode unless one of them wakes by then anyway (frag/timers.c).
  */
 void pcori_dispatch_kick_before(uint64_t at);
 

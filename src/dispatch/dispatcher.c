@@ -90,9 +90,8 @@ void pcori_dispatch_kick_before(uint64_t at)
 	/* The timer was listed before this look; tx_main's side mirrors it. */
 	pcori_fence_full();
 	for (int i = 0; i < pcori_net.nports; i++)
-		if (pcori_net.ports[i]->mode == PCORI_DISPATCH_BLOCK &&
-		    atomic_load_explicit(&tx_until[i], memory_order_relaxed) <=
-			at)
+		if (atomic_load_explicit(&tx_until[i], memory_order_relaxed) <=
+		    at)
 			return; /* that thread looks again by then */
 	pcori_dispatch_kick();
 }

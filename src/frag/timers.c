@@ -117,19 +117,19 @@ static uint64_t deadline(const pcori_txstream_t *ts)
 }
 
 /*
- * Have ts's timer run no later than at.  Stream lock held.  Returns
- * whether at is now the earliest of all (a sleeping dispatcher must
- * look again).
+ * Have ts's timer run no later than at.  Stream lock held.  When at is
+ * now the earliest of all, a send thread of block mode that would sleep
+ * past it is woken.
  */
-static bool want(pcori_txstream_t *ts, uint64_t at)
+static void want(pcori_txstream_t *ts, uint64_t at)
 {
 	PCORI_ASSERT_LOCKED(&ts->lock);
 	int s = slot_of(ts);
 	/* Due already, and run with the stream's times as they are then. */
 	if (s == SLOT_DUE)
-		return false;
+		return;
 	if (s != PCORI_TIMER_UNLISTED && ts->timer_key <= at)
-		return false; /* looked at earlier anyway */
+		return; /* looked at earlier anyway */
 	pcori_lock(&pcori_net.timer_lock);
 	s = slot_of(ts);
 	bool first = false;
@@ -148,7 +148,8 @@ static bool want(pcori_txstream_t *ts, uint64_t at)
 			first_update();
 	}
 	pcori_unlock(&pcori_net.timer_lock);
-	return first;
+	if (first)
+		pcori_dispatch_kick_before(at);
 }
 
 bool pcori_timers_reserve(void)
@@ -188,8 +189,7 @@ void pcori_timers_fini(void)
 
 void pcori_timer_list(pcori_txstream_t *ts)
 {
-	if (want(ts, deadline(ts)))
-		pcori_dispatch_kick();
+	want(ts, deadline(ts));
 }
 
 void pcori_timer_arm(pcori_txstream_t *ts, uint64_t when)
@@ -197,8 +197,7 @@ void pcori_timer_arm(pcori_txstream_t *ts, uint64_t when)
 	PCORI_ASSERT_LOCKED(&ts->lock);
 	when = when ? when : 1;
 	atomic_store_explicit(&ts->resume_ns, when, memory_order_relaxed);
-	if (want(ts, when))
-		pcori_dispatch_kick();
+	want(ts, when);
 }
 
 void pcori_timer_refused(pcori_txstream_t *ts)
@@ -234,8 +233,7 @@ void pcori_timer_rto(pcori_txstream_t *ts, uint64_t at)
 {
 	PCORI_ASSERT_LOCKED(&ts->lock);
 	atomic_store_explicit(&ts->rto_ns, at, memory_order_relaxed);
-	if (want(ts, at))
-		pcori_dispatch_kick_before(at);
+	want(ts, at);
 }
 
 int pcori_timers_due(uint64_t now, pcori_list_t *due)
