@@ -512,8 +512,8 @@ static inline void pcori_unlock(pcori_lock_t *l)
 	X(DISPATCH, dispatch, STRING, "adaptive", 0, 0,                        \
 	  "dispatcher mode of every port: poll, block or adaptive")            \
 	X(DISPATCH_SPIN_NS, dispatch_spin_ns, INT, "200000", 0, 10000000000LL, \
-	  "adaptive dispatchers spin this long after the last event before "   \
-	  "they block (ns)")                                                   \
+	  "adaptive dispatchers (and poll ones while a thread drives another " \
+	  "port) spin this long after the last event before they block (ns)")  \
 	X(DMA_RESERVE, dma_reserve, SIZE, "64g", 64 << 20, (1LL << 46),        \
 	  "virtual address space reserved for DMA memory (only touched pages " \
 	  "use memory)")                                                       \

@@ -466,6 +466,34 @@ static void port_block(pcori_port_t *p)
 	pcori_unlock(&p->progress_lock);
 }
 
+/*
+ * Poll mode: does a thread of ours spin on another port, or did one
+ * within the grace period?  This port's dispatcher, spinning meanwhile,
+ * would only take CPU from it: with few cores it shares one with that
+ * waiter or with its peer, and a ping-pong then waits for thread
+ * switches (one run in ten settled there, 20 times slower).  So it spins
+ * and blocks as in adaptive mode until they stop; an arrival on its own
+ * port wakes it.
+ */
+static bool driven_elsewhere(const pcori_port_t *p)
+{
+	uint64_t now = 0;
+	for (int i = 0; i < pcori_net.nports; i++) {
+		pcori_port_t *q = pcori_net.ports[i];
+		if (q == p)
+			continue;
+		if (atomic_load_explicit(&q->drivers, memory_order_relaxed))
+			return true;
+		uint64_t last =
+			atomic_load_explicit(&q->drive_ns, memory_order_relaxed);
+		if (last && !now)
+			now = pcori_now_ns();
+		if (last && now - last < DRIVE_GRACE_NS)
+			return true;
+	}
+	return false;
+}
+
 static void *rx_main(void *arg)
 {
 	pcori_port_t *p = arg;
@@ -493,9 +521,9 @@ static void *rx_main(void *arg)
 			continue;
 		}
 		/* Not idle while a rendezvous moves: its data needs us. */
-		if (p->mode == PCORI_DISPATCH_POLL ||
+		if ((p->mode == PCORI_DISPATCH_POLL && !driven_elsewhere(p)) ||
 		    atomic_load_explicit(&p->busy, memory_order_relaxed) ||
-		    (p->mode == PCORI_DISPATCH_ADAPTIVE &&
+		    (p->mode != PCORI_DISPATCH_BLOCK &&
 		     pcori_now_ns() - idle_since <
 			     (uint64_t)pcori_net.spin_ns)) {
 			/*
