@@ -471,9 +471,9 @@ static void port_block(pcori_port_t *p)
  * within the grace period?  This port's dispatcher, spinning meanwhile,
  * would only take CPU from it: with few cores it shares one with that
  * waiter or with its peer, and a ping-pong then waits for thread
- * switches (one run in ten settled there, 20 times slower).  So it spins
- * and blocks as in adaptive mode until they stop; an arrival on its own
- * port wakes it.
+ * switches (one run in four to ten settled there, 20 times slower).  So
+ * it spins and blocks as in adaptive mode until they stop; an arrival on
+ * its own port wakes it.
  */
 static bool driven_elsewhere(const pcori_port_t *p)
 {
