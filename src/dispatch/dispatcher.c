@@ -395,6 +395,14 @@ static const pcori_drive_ops_t drive_ops = {
 	.word_sleep = drive_word_sleep,
 };
 
+/* When a waiter last stopped spinning on p or sleeping in it (0: never). */
+static uint64_t driven_last(const pcori_port_t *p)
+{
+	return PCORI_MAX(
+		atomic_load_explicit(&p->drive_ns, memory_order_relaxed),
+		atomic_load_explicit(&p->sleeper_ns, memory_order_relaxed));
+}
+
 /*
  * Does p's dispatcher step aside?  While a waiter spin-polls every port,
  * or one sleeps in p, and for a grace period after (a ping-pong comes
@@ -409,9 +417,7 @@ static bool port_driven(pcori_port_t *p)
 		return false;
 	if (atomic_load_explicit(&p->sleeper, memory_order_relaxed))
 		return true;
-	uint64_t last = PCORI_MAX(
-		atomic_load_explicit(&p->drive_ns, memory_order_relaxed),
-		atomic_load_explicit(&p->sleeper_ns, memory_order_relaxed));
+	uint64_t last = driven_last(p);
 	return last && pcori_now_ns() - last < DRIVE_GRACE_NS;
 }
 
@@ -424,9 +430,7 @@ static int64_t park_ns(pcori_port_t *p)
 			       ? PARK_BUSY_NS
 			       : PARK_MAX_NS;
 	/* Only the grace period is left: wait out what remains of it. */
-	uint64_t last = PCORI_MAX(
-		atomic_load_explicit(&p->drive_ns, memory_order_relaxed),
-		atomic_load_explicit(&p->sleeper_ns, memory_order_relaxed));
+	uint64_t last = driven_last(p);
 	uint64_t now = pcori_now_ns();
 	if (!last || now - last >= DRIVE_GRACE_NS)
 		return 1000; /* already over: just a look */
@@ -477,18 +481,14 @@ static void port_block(pcori_port_t *p)
  */
 static bool driven_elsewhere(const pcori_port_t *p)
 {
-	uint64_t now = 0;
 	for (int i = 0; i < pcori_net.nports; i++) {
 		pcori_port_t *q = pcori_net.ports[i];
 		if (q == p)
 			continue;
 		if (atomic_load_explicit(&q->drivers, memory_order_relaxed))
 			return true;
-		uint64_t last =
-			atomic_load_explicit(&q->drive_ns, memory_order_relaxed);
-		if (last && !now)
-			now = pcori_now_ns();
-		if (last && now - last < DRIVE_GRACE_NS)
+		uint64_t last = driven_last(q);
+		if (last && pcori_now_ns() - last < DRIVE_GRACE_NS)
 			return true;
 	}
 	return false;

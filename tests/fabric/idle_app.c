@@ -10,10 +10,9 @@
  *
  * Each process prints "idle: ok" when every check held.
  */
-#include "harness.h"
+#include "common.h"
 #include "dispatch/dispatch.h"
 
-#include <pthread.h>
 #include <time.h>
 
 #define TAG_PING 1
@@ -29,7 +28,8 @@
  */
 #define IDLE_SHARE_MAX 0.02
 
-static uint64_t clock_ns(clockid_t c)
+/* CPU time of a thread, through its clock. */
+static uint64_t cpu_ns(clockid_t c)
 {
 	struct timespec ts;
 	CHECK(clock_gettime(c, &ts) == 0);
@@ -77,14 +77,14 @@ static void run_idle(int me)
 	uint32_t i = 0;
 	for (bool last = false; !last; i++) {
 		if (i == WARMUP) {
-			t0 = clock_ns(CLOCK_MONOTONIC);
-			c0 = clock_ns(cpu);
+			t0 = th_now_ns();
+			c0 = cpu_ns(cpu);
 		}
 		if (me == 0) {
 			/* pid 0 says when the window is over. */
 			last = i >= ROUNDS_MAX ||
 			       (i >= WARMUP + ROUNDS_MIN &&
-				clock_ns(CLOCK_MONOTONIC) - t0 >= WINDOW_NS);
+				th_now_ns() - t0 >= WINDOW_NS);
 			send_u64(peer, word(i, last));
 			CHECK(recv_u64(peer) == word(i, last));
 		} else {
@@ -94,13 +94,12 @@ static void run_idle(int me)
 			send_u64(peer, v);
 		}
 	}
-	uint64_t wall = clock_ns(CLOCK_MONOTONIC) - t0;
-	double share = (double)(clock_ns(cpu) - c0) / (double)wall;
+	uint64_t wall = th_now_ns() - t0;
+	double share = (double)(cpu_ns(cpu) - c0) / (double)wall;
 	printf("idle: %s's dispatcher used %.1f %% of a CPU over %u round "
 	       "trips in %.0f ms\n",
 	       idle->info.provider, 100.0 * share, i - WARMUP,
 	       (double)wall / 1e6);
-	CHECK(i > WARMUP + ROUNDS_MIN);
 	CHECK(share < IDLE_SHARE_MAX);
 }
 
