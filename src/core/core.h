@@ -11,10 +11,7 @@
 #ifndef PCOR_CORE_H
 #define PCOR_CORE_H
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE 1
-#endif
-
+/* First: it defines _GNU_SOURCE before any system header. */
 #include "base.h"
 #include "hop.h"
 #include "knobs.h"

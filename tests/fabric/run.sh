@@ -90,8 +90,9 @@ idle)	# what idle_app measured, for the log
 	grep -h "\] idle: .*dispatcher" "$tmp/out" ;;
 esac
 if [ "$prov" != "$lf" ]; then
-	# pcor-shm was asked for: every process opened its segment, and none survives the job: no
-	# process maps or holds it, and nothing of the job is in /dev/shm.
+	# pcor-shm was asked for: every process opened its segment, and
+	# none survives the job: no process maps or holds it, and nothing
+	# of the job is in /dev/shm.
 	segs=$(sed -n 's/.*pcor-shm segment \(pcor-shm-[0-9a-f]*-[0-9]*\),.*/\1/p' \
 		"$tmp/err" | sort -u)
 	nseg=$(echo "$segs" | grep -c .)
