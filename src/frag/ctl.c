@@ -11,8 +11,9 @@
  * sends under ctlq.lock.  Calls no other part of the protocol.
  */
 #include "proto.h"
+#include "../dispatch/dispatch.h" /* pcori_dispatch_kick */
 
-/* The inter-process state (dispatch.h), in the part the others build on. */
+/* The inter-process state (net.h), in the part the others build on. */
 pcori_net_t pcori_net;
 
 /* Control messages that could not be posted yet wait here. */

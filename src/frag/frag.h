@@ -1,8 +1,9 @@
 /*
  * frag.h -- private interface of src/frag: message control blocks (MCBs),
  * their pool, the per-destination-thread match queues, and the fragment
- * bitmaps used for segmentation and reassembly.  (The protocol over them,
- * in the same folder, has a header of its own: proto.h.)
+ * bitmaps used for segmentation and reassembly.  (The message layer and
+ * the protocol over them, in the same folder, have headers of their own:
+ * msg.h, net.h, wire.h and proto.h.)
  *
  * Pure data structures: no libfabric, no threads.  Callers own the
  * locking discipline documented on each function.

@@ -3,8 +3,10 @@
  * inter-process message protocol over the MCBs, match queues and
  * fragment bitmaps of frag.h.  What the rest of pcor calls of it
  * (pcori_remote_send, timers, acks, peer failure) is declared in
- * dispatch.h, the port upcalls in port/port.h; nothing here is seen
- * outside src/frag.
+ * msg.h, the port upcalls in port/port.h; nothing here is seen outside
+ * src/frag.  Three parts call up into the dispatchers (dispatch.h): to
+ * wake them for timed work (ctl.c, timers.c) and to wait for send budget
+ * while making progress (tx.c).
  *
  * Parts, one file each; each calls only parts listed before it:
  *   ctl.c   control frames (ACK, NACK, CTS, FIN, FINACK, CTRL) and
@@ -63,7 +65,7 @@
  *  - Every request touched here is completed outside the stream and
  *    queue locks, through a small list of deferred actions.
  *
- * Locks, in the order of dispatch.h (send stream -> peer rx_lock ->
+ * Locks, in the order of msg.h (send stream -> peer rx_lock ->
  * match queue): a send stream's lock guards it and its messages (tx.c,
  * retx.c); a peer's rx_lock its receive streams, held frames, acks to
  * send and rendezvous table (rx.c, ack.c, rndv.c).  pcori_net.timer_lock
@@ -75,7 +77,7 @@
 #ifndef PCOR_FRAG_PROTO_H
 #define PCOR_FRAG_PROTO_H
 
-#include "../dispatch/dispatch.h"
+#include "msg.h"
 
 #define PCORI_BACKOFF_MIN_US 100u
 #define PCORI_BACKOFF_MAX_US 50000u

@@ -21,6 +21,7 @@
  * be reported.
  */
 #include "proto.h"
+#include "../dispatch/dispatch.h" /* pcori_dispatch_kick_before */
 
 #define SLOT_DUE (-2) /* taken off as due; retx.c lists it again */
 

@@ -12,6 +12,7 @@
  * completions) and ctl.c.
  */
 #include "proto.h"
+#include "../dispatch/dispatch.h" /* pcori_drive_until, pcori_wake_word_bump */
 
 /*
  * A rendezvous request's bytes, kept for resends apart from the streamed

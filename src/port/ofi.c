@@ -33,7 +33,7 @@
  *    with a growing vector).  On rxd ports av_lock keeps our completion
  *    reads and our inserts apart; nothing else is done under it.
  */
-#include "../dispatch/net.h" /* pcori_net: frag_size, one_host */
+#include "../frag/net.h" /* pcori_net: frag_size, one_host */
 #include "port.h"
 
 #include <rdma/fabric.h>

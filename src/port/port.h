@@ -2,8 +2,8 @@
  * port.h -- the port interface: what a port kind implements (the
  * operations table pcori_port_ops_t, the port object and its counters,
  * an open function) and what it may call (the protocol's upcalls,
- * pcori_port_recv and the others below).  The dispatcher multiplexes
- * ports (dispatch.h); the protocol (src/frag) drives them only through
+ * pcori_port_recv and the others below).  The dispatchers multiplex
+ * ports (src/dispatch); the protocol (src/frag) drives them only through
  * the operations table, so port kinds are interchangeable.
  *
  * Kinds, one file each:
@@ -16,15 +16,15 @@
  * progress lock is taken by whoever polls the port (its dispatcher or a
  * waiter driving progress) and is held across the upcalls, so the
  * protocol code they reach may take any protocol lock (order in
- * dispatch.h).
+ * frag/msg.h).
  *
- * Besides this header a port kind reads a few fields of the dispatcher's
- * pcori_net (dispatch/net.h): frag_size, lim.key_check, one_host.
+ * Besides this header a port kind reads a few fields of the protocol's
+ * pcori_net (frag/net.h): frag_size, lim.key_check, one_host.
  */
 #ifndef PCOR_PORT_H
 #define PCOR_PORT_H
 
-#include "../dispatch/wire.h"
+#include "../frag/wire.h"
 #include "../naming/naming.h"
 
 #include <sys/uio.h>
@@ -257,5 +257,13 @@ int pcori_port_recv_fast(pcori_port_t *p, int src_pid,
 			 size_t len, pcori_rx_batch_t *b);
 void pcori_port_tx_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
 void pcori_port_read_done(pcori_port_t *p, pcori_ctx_t *ctx, int status);
+/*
+ * What process pid sends through this port can no longer be read (its
+ * channel broke: pcor-shm's ring held a record no sender writes).  It is
+ * lost to this process: what involves it fails with PCOR_ERR_PEER_LOST
+ * when the timers next run (not in the caller's progress call), so a
+ * receive naming it ends instead of waiting until it leaves.
+ */
+void pcori_port_peer_fault(pcori_port_t *p, int pid);
 
 #endif /* PCOR_PORT_H */

@@ -8,7 +8,7 @@
 #ifndef PCOR_PORT_SHM_PORT_H
 #define PCOR_PORT_SHM_PORT_H
 
-#include "../dispatch/net.h" /* pcori_net: frag_size, lim.key_check */
+#include "../frag/net.h" /* pcori_net: frag_size, lim.key_check */
 #include "port.h"
 #include "shm.h"
 

@@ -164,15 +164,36 @@ static bool rslot_attach(shm_port_t *p, uint32_t s)
 	return true;
 }
 
+/* Is slot s the only one of this segment claimed in owner's name? */
+static bool sole_slot(shm_port_t *p, uint32_t s, uint64_t owner)
+{
+	uint32_t hwm = PCORI_MIN(atomic_load(&p->hdr->hwm), p->g.nslots);
+	for (uint32_t k = 0; k < hwm; k++)
+		if (k != s && atomic_load(&p->owners[k]) == owner)
+			return false;
+	return true;
+}
+
 static void rslot_broken(shm_port_t *p, uint32_t s, const char *why)
 {
-	p->rslots[s].broken = true;
-	atomic_store_explicit(&p->rslots[s].quiet, true, memory_order_relaxed);
+	shm_rslot_t *rs = &p->rslots[s];
+	rs->broken = true;
+	atomic_store_explicit(&rs->quiet, true, memory_order_relaxed);
 	atomic_fetch_add_explicit(&p->base.st.bad_hdr, 1, memory_order_relaxed);
 	PCORI_WARN(PCORI_SUB_DISPATCH,
 		   "port %d (pcor-shm): ring of slot %u is malformed (%s): "
 		   "abandoned",
 		   p->base.index, s, why);
+	/*
+	 * Its sender's messages to us all come through this ring: the ones
+	 * behind the bad record cannot be read, so what waits for them must
+	 * fail, not wait until it leaves.  A sender claims one slot per
+	 * receiver: a second slot in its name was claimed by someone else,
+	 * so which of the two lies cannot be told, and only the ring goes.
+	 */
+	int pid = rs->peer ? rs->peer->pid : -1;
+	if (pid >= 0 && sole_slot(p, s, (uint64_t)pid + 1))
+		pcori_port_peer_fault(&p->base, pid);
 }
 
 /* The record at the ring's head was refused for now: retry later. */

@@ -9,7 +9,7 @@
  * on one network, hence one provider and class), so the cost from pid to
  * a candidate is the cost the candidate would pay to reach pid.
  */
-#include "../dispatch/dispatch.h" /* peers and ports */
+#include "../frag/msg.h" /* peers and ports */
 
 #include <errno.h>
 #include <unistd.h>

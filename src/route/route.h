@@ -14,10 +14,11 @@
  *   public.c  the public face: pcor_route_info, pcor_route_dump,
  *             placement (pcor_place_best, pcor_*_spawn_near)
  *
- * route.c and table.c use core and naming only; dispatch turns a table
- * entry into a peer's route (a port and an address) and moves its peers
- * onto a rebuilt table.  public.c answers with what a send would use, so
- * it reads dispatch's peers and ports (dispatch.h), as src/api does.
+ * route.c and table.c use core and naming only; the peer table
+ * (frag/peer.c) turns a table entry into a peer's route (a port and an
+ * address) and moves its peers onto a rebuilt table.  public.c answers
+ * with what a send would use, so it reads the peers and ports
+ * (frag/msg.h), as src/api does.
  */
 #ifndef PCOR_ROUTE_H
 #define PCOR_ROUTE_H
@@ -49,7 +50,7 @@ int pcori_route_compute(const pcori_member_t *const *members, int n, int src,
 
 /* ------------------------------------------------------------- table */
 
-struct pcori_port; /* a port of this process (dispatch.h) */
+struct pcori_port; /* a port of this process (port/port.h) */
 
 /*
  * How a peer is reached: our port and the address of the next hop on

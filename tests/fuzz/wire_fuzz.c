@@ -7,7 +7,7 @@
  * (first two bytes: fragment count; then pairs: fragment index).  Every
  * step's invariants are checked; a violation aborts (a finding).
  */
-#include "dispatch/wire.h"
+#include "frag/wire.h"
 #include "frag/frag.h"
 
 static void must(bool ok, const char *what)

@@ -23,7 +23,8 @@
  *                      which talks to both over pcor-shm
  *   rogue              3 processes: pid 2 writes garbage into its ring in
  *                      pid 0's segment and forges a slot; pid 0 survives,
- *                      counts it and keeps talking to pid 1
+ *                      counts it, fails its receive naming pid 2 (lost)
+ *                      and keeps talking to pid 1
  *
  * Waiting is on handles (and, where a background event is awaited, on a
  * bounded poll of its outcome); no sleeps stand in for events.
@@ -727,6 +728,10 @@ static int run_rogue(void)
 			CHECK(through_shm(q));
 	barrier(94); /* every pair has claimed its slots */
 	pcori_port_t *port = route_of(me == 0 ? 1 : 0);
+	/* A receive naming pid 2, whose messages after the garbage are lost. */
+	pcor_handle_t from2 = 0;
+	if (me == 0)
+		CHECK_OK(pcor_recv_copy(2, 0, 36, NULL, 0, NULL, &from2));
 	/*
 	 * pid 0 has had every ack it needs from pid 2 once its barrier is
 	 * over; only then may pid 2 spoil its ring to pid 0.  The word goes
@@ -777,6 +782,16 @@ static int run_rogue(void)
 		while (atomic_load(&port->st.bad_hdr) < 4 && now_ns() < end)
 			sched_yield();
 		CHECK(atomic_load(&port->st.bad_hdr) >= 4);
+		/*
+		 * Its own ring broke: pid 2 is lost to us, and the receive
+		 * naming it ends (the forged slots in pid 1's name cost pid 1
+		 * nothing, below).  Bounded: it fails when the timers run.
+		 */
+		CHECK(pcor_handle_wait(from2, 30 * SEC) == PCOR_ERR_PEER_LOST);
+		int rc = pcor_send_copy(2, 0, 37, NULL, 0, &h);
+		if (rc == PCOR_OK)
+			rc = pcor_handle_wait(h, 30 * SEC);
+		CHECK(rc == PCOR_ERR_PEER_LOST);
 		/* Still serving pid 1. */
 		talk(1, 32);
 		CHECK_OK(pcor_send_copy(1, 0, 34, NULL, 0, &h));

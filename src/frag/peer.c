@@ -8,7 +8,8 @@
  * and old copies are kept until finalize, so a reader never sees freed
  * memory.  Peer objects are never freed before finalize either.
  */
-#include "dispatch.h"
+#include "msg.h"
+#include "../dispatch/dispatch.h" /* pcori_dispatch_kick */
 
 typedef struct retired {
 	struct retired *next;
@@ -310,6 +311,30 @@ void pcori_peer_leaving(int pid)
 	if (atomic_compare_exchange_strong(&peer->leave_ns, &zero,
 					   pcori_now_ns() + LEAVE_GRACE_NS))
 		atomic_fetch_add(&pcori_net.nleaving, 1);
+	pcori_dispatch_kick();
+}
+
+void pcori_port_peer_fault(pcori_port_t *port, int pid)
+{
+	if (!pcori_net.up || pid < 0 || pid == pcori_rt.pid)
+		return;
+	pcori_peer_t *peer = pcori_peer_get(pid);
+	if (!peer || atomic_load(&peer->state) == PCORI_PEER_LOST)
+		return;
+	PCORI_WARN(PCORI_SUB_DISPATCH,
+		   "port %d: what process %d sends here cannot be read any "
+		   "more: it is lost to this process",
+		   port->index, pid);
+	/* Due now: the reaper fails it, outside the port's progress. */
+	uint64_t now = pcori_now_ns();
+	uint64_t t = atomic_load(&peer->leave_ns);
+	while (!t || t > now) {
+		if (atomic_compare_exchange_weak(&peer->leave_ns, &t, now)) {
+			if (!t)
+				atomic_fetch_add(&pcori_net.nleaving, 1);
+			break;
+		}
+	}
 	pcori_dispatch_kick();
 }
 

@@ -16,7 +16,7 @@
  * lowest unanswered id: answers to it below that are known received
  * and dropped.
  */
-#include "dispatch.h"
+#include "msg.h"
 
 #define CTRL_SPAWN PCORI_CTRL_SPAWN
 #define CTRL_SPAWNED PCORI_CTRL_SPAWNED

@@ -1,12 +1,12 @@
 /*
  * net.h -- the inter-process state of this process (pcori_net), filled
  * in by pcori_net_init (dispatcher.c) and used by the protocol.  Apart
- * from dispatch.h so that port kinds, which read a few of its fields
+ * from msg.h so that port kinds, which read a few of its fields
  * (fragment size, the job's key check, whether the job runs on one
- * host), need not see the dispatcher's peers, streams and message layer.
+ * host), need not see the peers, streams and message layer.
  */
-#ifndef PCOR_DISPATCH_NET_H
-#define PCOR_DISPATCH_NET_H
+#ifndef PCOR_FRAG_NET_H
+#define PCOR_FRAG_NET_H
 
 #include "../port/port.h"
 #include "wire.h"
@@ -20,7 +20,7 @@ typedef struct pcori_wake_word {
 	_Atomic int sleepers; /* threads in futex_wait on word */
 } pcori_wake_word_t;
 
-typedef struct pcori_peer pcori_peer_t; /* dispatch.h */
+typedef struct pcori_peer pcori_peer_t; /* msg.h */
 
 /* A send stream waiting for its timer, and when (frag/timers.c). */
 typedef struct pcori_timer_ent {
@@ -94,4 +94,4 @@ typedef struct pcori_net {
 
 extern pcori_net_t pcori_net;
 
-#endif /* PCOR_DISPATCH_NET_H */
+#endif /* PCOR_FRAG_NET_H */

@@ -29,7 +29,7 @@
  *    PCOR_BACKPRESSURE_MS) and then returns PCOR_ERR_AGAIN: nothing sent is
  *    ever dropped.
  */
-#include "dispatch.h"
+#include "msg.h"
 
 /* Copies up to this size are made under the queue lock. */
 #define PCORI_LOCKED_COPY_MAX (16u << 10)

@@ -4,7 +4,7 @@
  * order nor alignment of the receive buffer matter.
  */
 #include "wire.h"
-#include "../frag/frag.h"
+#include "frag.h"
 
 static inline void put32(uint8_t *p, uint32_t v)
 {
