@@ -77,6 +77,10 @@ python3 - "$raw" "$OUT" <<'PY'
 import csv, statistics, sys
 raw, out = sys.argv[1], sys.argv[2]
 rows = list(csv.DictReader(open(raw)))
+# Every round must have run the rings (bare and with each turn) and pcor.
+for need in ('floor-a', 'floor-b', 'ring', 'pcor'):
+    if not any(x['config'] == need for x in rows):
+        sys.exit('run_turn: no %s reading in %s' % (need, raw))
 rounds = {}
 for x in rows:
     rounds.setdefault(int(x['round']), []).append(x)

@@ -119,7 +119,8 @@ static double run(pcori_shm_ring_t ring[2], side_t sd[2], const uint8_t *msg,
 		}
 		memcpy(sink, rec.data, rec.len);
 		/* The turn: after taking the record, before answering. */
-		sink[0] ^= (uint8_t)work(sink[0], steps);
+		if (steps)
+			sink[0] ^= (uint8_t)work(sink[0], steps);
 		pcori_shm_ring_consumed(in, head, next);
 		head = next;
 		atomic_store_explicit(in->head, head,

@@ -300,42 +300,40 @@ void pcori_peer_lost(int pid)
 /* Long enough for anything the leaver sent to have arrived. */
 #define LEAVE_GRACE_NS 2000000000ull
 
-void pcori_peer_leaving(int pid)
+/*
+ * pid is to be lost at `at` (or earlier, if it already is): the reaper
+ * (pcori_peers_reap) fails it then, outside its caller's locks.
+ */
+static void lose_by(int pid, uint64_t at)
 {
 	if (!pcori_net.up)
 		return;
 	pcori_peer_t *peer = pcori_peer_get(pid);
 	if (!peer || atomic_load(&peer->state) == PCORI_PEER_LOST)
 		return;
-	uint64_t zero = 0;
-	if (atomic_compare_exchange_strong(&peer->leave_ns, &zero,
-					   pcori_now_ns() + LEAVE_GRACE_NS))
-		atomic_fetch_add(&pcori_net.nleaving, 1);
-	pcori_dispatch_kick();
-}
-
-void pcori_port_peer_fault(pcori_port_t *port, int pid)
-{
-	if (!pcori_net.up || pid < 0 || pid == pcori_rt.pid)
-		return;
-	pcori_peer_t *peer = pcori_peer_get(pid);
-	if (!peer || atomic_load(&peer->state) == PCORI_PEER_LOST)
-		return;
-	PCORI_WARN(PCORI_SUB_DISPATCH,
-		   "port %d: what process %d sends here cannot be read any "
-		   "more: it is lost to this process",
-		   port->index, pid);
-	/* Due now: the reaper fails it, outside the port's progress. */
-	uint64_t now = pcori_now_ns();
 	uint64_t t = atomic_load(&peer->leave_ns);
-	while (!t || t > now) {
-		if (atomic_compare_exchange_weak(&peer->leave_ns, &t, now)) {
+	while (!t || t > at) {
+		if (atomic_compare_exchange_weak(&peer->leave_ns, &t, at)) {
 			if (!t)
 				atomic_fetch_add(&pcori_net.nleaving, 1);
 			break;
 		}
 	}
 	pcori_dispatch_kick();
+}
+
+void pcori_peer_leaving(int pid)
+{
+	lose_by(pid, pcori_now_ns() + LEAVE_GRACE_NS);
+}
+
+void pcori_port_peer_fault(pcori_port_t *port, int pid)
+{
+	PCORI_WARN(PCORI_SUB_DISPATCH,
+		   "port %d: what process %d sends here cannot be read any "
+		   "more: it is lost to this process",
+		   port->index, pid);
+	lose_by(pid, pcori_now_ns()); /* not in the port's progress call */
 }
 
 int pcori_peers_reap(void)
