@@ -11,7 +11,9 @@
  *      as in pcor_lat.  Per size the mean ("latency", from a loop with
  *      no clock read inside), then the median ("lat-p50") and the 99th
  *      percentile ("lat-p99") of the single round trips of a second
- *      loop, halved, timed as pcor_lat times them.
+ *      loop, halved, timed as pcor_lat times them; and of those, the
+ *      stalls (20 us or more) per 100,000 and what they add to the
+ *      one-way mean (ns), as pcor_lat prints them.
  * bw   windows of 64 MPI_Isend from rank 0, 64 MPI_Irecv on rank 1, a
  *      4-byte ack per window; MB/s (10^6 bytes/s) of payload.
  * mr   the bw pattern with 1-byte messages; messages per second.
@@ -28,6 +30,8 @@
 #include <mpi.h>
 
 #include "percentile.h"
+
+#define STALL_S 20e-6 /* a round trip this long (s) is a stall */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,10 +226,16 @@ int main(int argc, char **argv)
 			if (me == 0) {
 				printf("latency,%s,%zu,%.3f,us\n", a.label,
 				       size, us);
+				double m = bench_percentile(rtt, iters, 50), x;
+				long k = bench_stalls(rtt, iters, STALL_S, m, &x);
 				printf("lat-p50,%s,%zu,%.3f,us\n", a.label,
-				       size, bench_percentile(rtt, iters, 50) * 5e5);
+				       size, m * 5e5);
 				printf("lat-p99,%s,%zu,%.3f,us\n", a.label,
 				       size, bench_percentile(rtt, iters, 99) * 5e5);
+				printf("stalls,%s,%zu,%.1f,per-100k-round-trips\n",
+				       a.label, size, 1e5 * (double)k / (double)iters);
+				printf("stall-cost,%s,%zu,%.1f,ns-one-way\n",
+				       a.label, size, x * 5e8);
 			}
 		} else {
 			long iters = a.iters, warm = a.warmup;

@@ -8,11 +8,15 @@
  *   latency,LABEL,SIZE,MEAN,us
  *   lat-p50,LABEL,SIZE,MEDIAN,us
  *   lat-p99,LABEL,SIZE,P99,us
+ *   stalls,LABEL,SIZE,N,per-100k-round-trips
+ *   stall-cost,LABEL,SIZE,NS,ns-one-way
  * The mean comes from a loop with no clock read inside (its length over
  * its iterations, as osu_latency times); the percentiles from a second
  * loop of as many round trips that reads the clock once per iteration
  * (a read costs about as much as 20 ns here, which would otherwise sit on
- * every round trip of the mean).
+ * every round trip of the mean).  Stalls are the round trips of that loop
+ * that took 20 us or more, and their cost what they add to its mean
+ * beyond the median: where the mean and the median part.
  *
  * Each iteration is osu_latency's: pid 0 sends and waits for the send,
  * then posts its receive and waits; pid 1 posts, waits, then sends and
@@ -27,6 +31,8 @@
  */
 #include "percentile.h"
 #include "shm_bench.h"
+
+#define STALL_NS 20000.0 /* a round trip this long is a stall */
 
 #include <sys/resource.h>
 
@@ -87,10 +93,16 @@ int main(int argc, char **argv)
 		if (me == 0) {
 			printf("latency,%s,%zu,%.3f,us\n", a.label, size,
 			       (double)(t1 - t0) / 1e3 / (2.0 * (double)iters));
+			double m = bench_percentile(rtt, iters, 50), x;
+			long k = bench_stalls(rtt, iters, STALL_NS, m, &x);
 			printf("lat-p50,%s,%zu,%.3f,us\n", a.label, size,
-			       bench_percentile(rtt, iters, 50) / 2e3);
+			       m / 2e3);
 			printf("lat-p99,%s,%zu,%.3f,us\n", a.label, size,
 			       bench_percentile(rtt, iters, 99) / 2e3);
+			printf("stalls,%s,%zu,%.1f,per-100k-round-trips\n",
+			       a.label, size, 1e5 * (double)k / (double)iters);
+			printf("stall-cost,%s,%zu,%.1f,ns-one-way\n", a.label,
+			       size, x / 2);
 			printf("ctxsw,%s,%zu,%.4f,per-round-trip\n", a.label,
 			       size, (double)cs / (2.0 * (double)iters));
 		}

@@ -21,4 +21,25 @@ static inline double bench_percentile(double *v, long n, int p)
 	return v[k > 0 ? k - 1 : 0];
 }
 
+/*
+ * Stalls among n round trips: how many took `over` or more (same unit as
+ * v), and in *excess_p what they add to the mean beyond the median m (the
+ * sum of their excess over it, over n).  Rare stalls -- a thread put to
+ * sleep and woken, a CPU taken away -- are where a loop's mean and its
+ * median part.
+ */
+static inline long bench_stalls(const double *v, long n, double over,
+				double m, double *excess_p)
+{
+	long k = 0;
+	double x = 0;
+	for (long i = 0; i < n; i++)
+		if (v[i] >= over) {
+			k++;
+			x += v[i] - m;
+		}
+	*excess_p = n ? x / (double)n : 0;
+	return k;
+}
+
 #endif

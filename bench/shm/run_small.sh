@@ -271,13 +271,19 @@ def cell(k):
     v = med(k)
     return '–' if v is None else '%.3f' % v
 # One-way latency per configuration: the median over repetitions of each
-# run's mean, median (p50) and 99th percentile of the halved round trips.
-lines += ['', '| one-way latency (us) | size | mean | p50 | p99 | runs |',
-          '|---|---:|---:|---:|---:|---:|']
+# run's mean, median (p50) and 99th percentile of the halved round trips,
+# and of its stalls (round trips of 20 us or more, per 100,000) and what
+# they add to the mean (ns one way; the programs that print them).
+def cell1(k):
+    v = med(k)
+    return '–' if v is None else '%.1f' % v
+lines += ['', '| one-way latency (us) | size | mean | p50 | p99 | stalls /100k | stall cost (ns) | runs |',
+          '|---|---:|---:|---:|---:|---:|---:|---:|']
 for (b, cfg, size) in sorted(k for k in runs if k[0] == 'latency'):
-    lines.append('| %s | %d | %s | %s | %s | %d |' % (
+    lines.append('| %s | %d | %s | %s | %s | %s | %s | %d |' % (
         cfg, size, cell(('latency', cfg, size)), cell(('lat-p50', cfg, size)),
-        cell(('lat-p99', cfg, size)), len(runs[('latency', cfg, size)])))
+        cell(('lat-p99', cfg, size)), cell1(('stalls', cfg, size)),
+        cell1(('stall-cost', cfg, size)), len(runs[('latency', cfg, size)])))
 mpis = [m for m in ('ompi-vader', 'osu-ompi-vader')
         if any(k[0] == 'latency' and k[1] == m for k in runs)] or ['ompi-vader']
 lines += ['', '| target | pcor | reference | ratio |', '|---|---:|---:|---:|']

@@ -17,8 +17,15 @@
 # mode the script prints the median one-way time of each turn and of
 # each library, the turn at which the step comes (the first that costs
 # its own length plus 0.3x the floor or more) and, where the turn adds
-# only its own length, the turn each library's time stands for.  Writes raw.csv, summary.md and
-# turn.png (gnuplot) to OUT.
+# only its own length, the turn each library's time stands for.
+#
+# Libraries are read both ways their benchmarks print: the mean over the
+# timed loop (osu_latency's figure; no clock read inside the loop) and
+# the median round trip (lat-p50: a clock read before and after each,
+# inside the timing side's turn).  The rings are also run with one
+# instruction in place of the turn (shm_ring_lat -f): a locked add, an
+# lfence and a clock read, to tell which kinds of work bring the step.
+# Writes raw.csv, summary.md and turn.png (gnuplot) to OUT.
 #
 # Environment: REPS (rounds, default 20), TURNS (ns, default
 # 0,10,20,30,40,50,60,80,100), SCRATCH, OUT.  --smoke: 1 tiny round.
@@ -52,22 +59,29 @@ ring_floor() {
 	"$build/bench/shm_ring_lat" -m 8:8 -i "$ITERS" |
 		awk -F, -v r="$1" -v t="$2" '$2 == "ring-floor" {print r "," t ",-1," $4}'
 }
+# lib_rows ROUND NAME: a latency benchmark's mean (NAME) and median
+# (NAME-p50) rows from its CSV on stdin.
+lib_rows() {
+	awk -F, -v r="$1" -v c="$2" '
+		$1 == "latency" {print r "," c ",-1," $4}
+		$1 == "lat-p50" {print r "," c "-p50,-1," $4}'
+}
 for r in $(seq 1 "$REPS"); do
 	ring_floor "$r" floor-a >>"$raw"
-	"$build/bench/shm_ring_lat" -m 8:8 -i "$ITERS" -w "$TURNS" |
+	"$build/bench/shm_ring_lat" -m 8:8 -i "$ITERS" -w "$TURNS" -f |
 		awk -F, -v r="$r" '$2 ~ /^ring-turn-/ {
-			t = $2; sub("ring-turn-", "", t); print r ",ring," t "," $4 }' >>"$raw"
+			t = $2; sub("ring-turn-", "", t); print r ",ring," t "," $4 }
+			$2 ~ /^ring-(locked|lfence|clock)$/ {
+			c = $2; sub("ring-", "rings+", c); print r "," c ",-1," $4 }' >>"$raw"
 	"$build/tools/pcorrun" -n 2 "$build/bench/pcor_lat" -m 8:8 \
-		-i "$ITERS" -x 1000 |
-		awk -F, -v r="$r" '$1 == "lat-p50" {print r ",pcor,-1," $4}' >>"$raw"
+		-i "$ITERS" -x 1000 | lib_rows "$r" pcor >>"$raw"
 	for impl in "${mpis[@]}"; do
 		run=(mpirun.mpich -n 2)
 		[ "$impl" = openmpi ] && run=(mpirun.openmpi -n 2 --bind-to core
 			--mca pml ob1 --mca btl self,vader)
 		timeout 120 "${run[@]}" "$SCRATCH/mpi_p2p.$impl" lat -m 8:8 \
 			-i "$ITERS" -x 1000 2>/dev/null |
-			awk -F, -v r="$r" -v c="$impl" \
-				'$1 == "lat-p50" {print r "," c ",-1," $4}' >>"$raw" ||
+			lib_rows "$r" "$impl" >>"$raw" ||
 			echo "$impl: round $r failed" >&2
 	done
 	ring_floor "$r" floor-b >>"$raw"
@@ -143,11 +157,15 @@ for m, rs in sorted(modes.items()):
         note = '%.0f ns' % (add * 1000) if step is None else \
             'past the step (%.0f ns over the floor)' % (add * 1000)
         md.append('| %s | %.3f | %.3f-%.3f | %s |' % (c, mv, min(v), max(v), note))
-    if 'pcor' in libs and 'openmpi' in libs:
-        md += ['', 'pcor / vader: %.2fx' % (statistics.median(libs['pcor']) /
-                                          statistics.median(libs['openmpi']))]
+    for sfx, what in (('', 'means'), ('-p50', 'medians')):
+        p, o = libs.get('pcor' + sfx), libs.get('openmpi' + sfx)
+        if p and o:
+            md += ['', 'pcor / vader (%s): %.2fx' %
+                   (what, statistics.median(p) / statistics.median(o))]
     md.append('')
     for c, v in sorted(libs.items()):
+        if c.endswith('-p50'):
+            continue  # the plot shows the means
         # A level line across the turns: where the library sits.
         mv = statistics.median(v)
         lines.write('0 %.3f\n%d %.3f\n\n\n' % (mv, max(med), mv))

@@ -14,7 +14,15 @@
  * the turn but jumps by a whole line transfer once the turn passes a few
  * tens of nanoseconds; bench/shm/run_turn.sh sweeps it.
  *
- *   shm_ring_lat [-m MIN:MAX] [-i ITERS] [-w NS,...]   (CSV, one-way us)
+ * -f: also with no work but one instruction of a kind between taking
+ * each record and answering: a locked add (ring-locked: what a lock
+ * costs the hop), an lfence (ring-lfence, x86: an instruction that holds
+ * back the ones after it until the ones before are done) and a clock
+ * read (ring-clock: what timing each round trip, as a percentile needs,
+ * puts into the timing side's turn).
+ *
+ *   shm_ring_lat [-m MIN:MAX] [-i ITERS] [-w NS,...] [-f]
+ *   (CSV, one-way us)
  */
 #include "port/shm.h"
 
@@ -74,12 +82,39 @@ static void pin(int cpu)
 	sched_setaffinity(0, sizeof(s), &s);
 }
 
+/* What -f puts into the turn instead of work. */
+typedef enum { EXTRA_NONE, EXTRA_LOCKED, EXTRA_LFENCE, EXTRA_CLOCK } extra_t;
+
+static _Atomic uint64_t locked_word;
+
+static void extra(extra_t e)
+{
+	struct timespec t;
+	switch (e) {
+	case EXTRA_LOCKED:
+		atomic_fetch_add(&locked_word, 1);
+		break;
+	case EXTRA_LFENCE:
+#if defined(__x86_64__) || defined(__i386__)
+		__asm__ volatile("lfence" ::: "memory");
+#endif
+		break;
+	case EXTRA_CLOCK:
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		__asm__ volatile("" : : "r"(t.tv_nsec) : "memory");
+		break;
+	case EXTRA_NONE:
+		break;
+	}
+}
+
 /*
  * One ping-pong of iters round trips with n-byte messages and a turn of
- * `steps` work steps on each side; returns the one-way time in us.
+ * `steps` work steps on each side (then the extra instruction e); returns
+ * the one-way time in us.
  */
 static double run(pcori_shm_ring_t ring[2], side_t sd[2], const uint8_t *msg,
-		  size_t n, long iters, long steps)
+		  size_t n, long iters, long steps, extra_t e)
 {
 	for (int i = 0; i < 2; i++) {
 		atomic_store(&sd[i].head, 0);
@@ -121,6 +156,8 @@ static double run(pcori_shm_ring_t ring[2], side_t sd[2], const uint8_t *msg,
 		/* The turn: after taking the record, before answering. */
 		if (steps)
 			sink[0] ^= (uint8_t)work(sink[0], steps);
+		if (e != EXTRA_NONE)
+			extra(e);
 		pcori_shm_ring_consumed(in, head, next);
 		head = next;
 		atomic_store_explicit(in->head, head,
@@ -148,8 +185,9 @@ int main(int argc, char **argv)
 	/* Turns to run: -1 is the bare floor (no work, labelled ring-floor). */
 	long turns[32] = {-1};
 	int nturns = 1;
+	bool fenced = false;
 	int opt;
-	while ((opt = getopt(argc, argv, "m:i:w:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:i:w:f")) != -1) {
 		if (opt == 'm') {
 			char *c = strchr(optarg, ':');
 			min = strtoull(optarg, NULL, 10);
@@ -161,9 +199,11 @@ int main(int argc, char **argv)
 			for (char *t = strtok(optarg, ","); t && nturns < 32;
 			     t = strtok(NULL, ","))
 				turns[nturns++] = atol(t);
+		} else if (opt == 'f') {
+			fenced = true;
 		} else {
 			fprintf(stderr, "usage: shm_ring_lat [-m MIN:MAX] [-i N] "
-					"[-w NS,...]\n");
+					"[-w NS,...] [-f]\n");
 			return 2;
 		}
 	}
@@ -194,7 +234,8 @@ int main(int argc, char **argv)
 			long steps = turns[t] > 0
 					 ? (long)((double)turns[t] * rate + 0.5)
 					 : 0;
-			double us = run(ring, sd, msg, n, iters, steps);
+			double us =
+			    run(ring, sd, msg, n, iters, steps, EXTRA_NONE);
 			if (us < 0)
 				return 1;
 			if (turns[t] < 0)
@@ -202,6 +243,22 @@ int main(int argc, char **argv)
 			else
 				printf("latency,ring-turn-%ld,%zu,%.3f,us\n",
 				       turns[t], n, us);
+			fflush(stdout);
+		}
+		static const struct {
+			extra_t e;
+			const char *label;
+		} extras[] = {{EXTRA_LOCKED, "ring-locked"},
+#if defined(__x86_64__) || defined(__i386__)
+			      {EXTRA_LFENCE, "ring-lfence"},
+#endif
+			      {EXTRA_CLOCK, "ring-clock"}};
+		for (size_t k = 0; fenced && k < PCORI_ARRAY_LEN(extras); k++) {
+			double us = run(ring, sd, msg, n, iters, 0, extras[k].e);
+			if (us < 0)
+				return 1;
+			printf("latency,%s,%zu,%.3f,us\n", extras[k].label, n,
+			       us);
 			fflush(stdout);
 		}
 	}

@@ -354,7 +354,9 @@ PCOR_API int pcor_recv_dma(int pid, int thid, int tag, void **buf_p,
  * the operation's status: PCOR_OK, PCOR_ERR_TRUNCATE, PCOR_ERR_CANCELED,
  * PCOR_ERR_PEER_LOST, PCOR_ERR_NOMEM...  PCOR_ERR_BADHANDLE for a handle
  * that is unknown, stale or already released; PCOR_ERR_INVAL for another
- * mode.  PCOR_BLOCK spins for PCOR_SPIN_NS, then sleeps until woken.
+ * mode.  PCOR_BLOCK spins for PCOR_SPIN_NS, then sleeps until woken; a
+ * wait on another process spins longer when the calling thread's recent
+ * waits suggest its answer is near (see PCOR_SPIN_NS: pcor_info -k).
  */
 PCOR_API int pcor_handle_test(pcor_handle_t h, int mode);
 

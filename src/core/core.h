@@ -460,18 +460,22 @@ extern pcori_rt_t pcori_rt;
  * message, on the side doing the copying.  So a thread whose recent waits
  * ended within PCORI_WAIT_SPIN_MAX_NS / 2 spins twice as long as they
  * took; one whose waits are longer sleeps after PCOR_SPIN_NS as before.
- * The average is kept by pcor_handle_test/wait (handle.c).
+ *
+ * A thread whose waits end within a quarter of PCOR_SPIN_NS is in a
+ * steady exchange of small messages.  When one of its waits runs long,
+ * the peer has most likely lost its CPU for a moment (preempted, or its
+ * virtual CPU descheduled by the host), and answers as soon as it runs
+ * again.  Sleeping then adds a wake-up to the stall: the futex wake, the
+ * restart of a CPU that went idle (on a virtual machine a host round
+ * trip of 0.1-1 ms), and often the scheduler moving the woken thread
+ * onto its waker's CPU, where the two then share one.  So such a wait
+ * spins PCORI_WAIT_STALL_SPINS times PCOR_SPIN_NS (0.2 ms by default, at
+ * most PCORI_WAIT_SPIN_MAX_NS) before it sleeps.  The average is kept by
+ * pcor_handle_test/wait (handle.c).
  */
 #define PCORI_WAIT_SPIN_MAX_NS 500000u
-static inline int64_t pcori_wait_spin(void)
-{
-	int64_t base = pcori_rt.cfg.spin_ns;
-	uint64_t avg = pcori_tls.wait_avg_ns;
-	if (base <= 0 || avg > PCORI_WAIT_SPIN_MAX_NS / 2 ||
-	    (int64_t)(2 * avg) <= base)
-		return base;
-	return (int64_t)(2 * avg);
-}
+#define PCORI_WAIT_STALL_SPINS 10
+int64_t pcori_wait_spin(void);
 
 /* A wait of elapsed ns ended: a running average over the last few. */
 static inline void pcori_wait_took(uint64_t elapsed)

@@ -158,7 +158,9 @@
 	X(SPIN_NS, spin_ns, INT, "20000", 0, 10000000000LL,                    \
 	  "how long a blocking wait spins before it sleeps (ns); a wait on "   \
 	  "another process spins up to twice as long as its thread's "         \
-	  "recent waits took, if that is under 0.5 ms; 0: never spins")        \
+	  "recent waits took, if that is under 0.5 ms, and ten times this "    \
+	  "(at most 0.5 ms) while they take under a quarter of it; 0: never "  \
+	  "spins")                                                             \
 	X(STATS, stats, INT, "0", 0, 1,                                        \
 	  "1: at finalize, print each port's counters on stderr, one line "    \
 	  "per port (pcor-stats,key=value,...)")                               \

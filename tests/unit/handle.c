@@ -379,7 +379,9 @@ static void test_racing_release(void)
 /*
  * The spin before a sleep follows the thread's recent waits: twice their
  * average while that is under half of PCORI_WAIT_SPIN_MAX_NS, else
- * PCOR_SPIN_NS; never a spin when PCOR_SPIN_NS is 0.
+ * PCOR_SPIN_NS; PCORI_WAIT_STALL_SPINS times PCOR_SPIN_NS (at most
+ * PCORI_WAIT_SPIN_MAX_NS) while they are under a quarter of it; never a
+ * spin when PCOR_SPIN_NS is 0.
  */
 static void test_wait_spin(void)
 {
@@ -402,9 +404,26 @@ static void test_wait_spin(void)
 		pcori_wait_took(5000);
 	CHECK(pcori_tls.wait_avg_ns >= 5000 && pcori_tls.wait_avg_ns < 6000);
 	CHECK(pcori_wait_spin() == 20000);
+	/* A steady exchange: waits of a microsecond spin through a stall. */
+	for (int i = 0; i < 60; i++)
+		pcori_wait_took(1000);
+	CHECK(pcori_tls.wait_avg_ns >= 1000 && pcori_tls.wait_avg_ns < 1100);
+	CHECK(pcori_wait_spin() == 20000 * PCORI_WAIT_STALL_SPINS);
 	for (int i = 0; i < 60; i++)
 		pcori_wait_took(0);
-	CHECK(pcori_wait_spin() == 20000);
+	CHECK(pcori_wait_spin() == 20000 * PCORI_WAIT_STALL_SPINS);
+	/* ... scaled with the configured spin, and bounded. */
+	pcori_rt.cfg.spin_ns = 1000;
+	CHECK(pcori_wait_spin() == 1000 * PCORI_WAIT_STALL_SPINS);
+	pcori_rt.cfg.spin_ns = 400000;
+	CHECK(pcori_wait_spin() == (int64_t)PCORI_WAIT_SPIN_MAX_NS);
+	pcori_rt.cfg.spin_ns = 2000000;
+	CHECK(pcori_wait_spin() == 2000000);
+	/* One long wait ends the exchange: back to the configured spin. */
+	pcori_rt.cfg.spin_ns = 20000;
+	pcori_wait_took(400000);
+	CHECK(pcori_tls.wait_avg_ns >= 100000);
+	CHECK(pcori_wait_spin() == (int64_t)(2 * pcori_tls.wait_avg_ns));
 	pcori_rt.cfg.spin_ns = saved;
 	pcori_tls.wait_avg_ns = 0;
 }
