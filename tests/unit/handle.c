@@ -419,7 +419,7 @@ static void test_wait_spin(void)
 	CHECK(pcori_wait_spin() == (int64_t)PCORI_WAIT_SPIN_MAX_NS);
 	pcori_rt.cfg.spin_ns = 2000000;
 	CHECK(pcori_wait_spin() == 2000000);
-	/* One long wait ends the exchange: back to the configured spin. */
+	/* One long wait ends the exchange: twice the average again. */
 	pcori_rt.cfg.spin_ns = 20000;
 	pcori_wait_took(400000);
 	CHECK(pcori_tls.wait_avg_ns >= 100000);
