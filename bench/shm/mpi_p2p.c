@@ -31,8 +31,6 @@
 
 #include "percentile.h"
 
-#define STALL_S 20e-6 /* a round trip this long (s) is a stall */
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,16 +224,8 @@ int main(int argc, char **argv)
 			if (me == 0) {
 				printf("latency,%s,%zu,%.3f,us\n", a.label,
 				       size, us);
-				double m = bench_percentile(rtt, iters, 50), x;
-				long k = bench_stalls(rtt, iters, STALL_S, m, &x);
-				printf("lat-p50,%s,%zu,%.3f,us\n", a.label,
-				       size, m * 5e5);
-				printf("lat-p99,%s,%zu,%.3f,us\n", a.label,
-				       size, bench_percentile(rtt, iters, 99) * 5e5);
-				printf("stalls,%s,%zu,%.1f,per-100k-round-trips\n",
-				       a.label, size, 1e5 * (double)k / (double)iters);
-				printf("stall-cost,%s,%zu,%.1f,ns-one-way\n",
-				       a.label, size, x * 5e8);
+				bench_round_trip_rows(a.label, size, rtt, iters,
+						      1e9);
 			}
 		} else {
 			long iters = a.iters, warm = a.warmup;

@@ -32,8 +32,6 @@
 #include "percentile.h"
 #include "shm_bench.h"
 
-#define STALL_NS 20000.0 /* a round trip this long is a stall */
-
 #include <sys/resource.h>
 
 static long ctx_switches(void)
@@ -93,16 +91,7 @@ int main(int argc, char **argv)
 		if (me == 0) {
 			printf("latency,%s,%zu,%.3f,us\n", a.label, size,
 			       (double)(t1 - t0) / 1e3 / (2.0 * (double)iters));
-			double m = bench_percentile(rtt, iters, 50), x;
-			long k = bench_stalls(rtt, iters, STALL_NS, m, &x);
-			printf("lat-p50,%s,%zu,%.3f,us\n", a.label, size,
-			       m / 2e3);
-			printf("lat-p99,%s,%zu,%.3f,us\n", a.label, size,
-			       bench_percentile(rtt, iters, 99) / 2e3);
-			printf("stalls,%s,%zu,%.1f,per-100k-round-trips\n",
-			       a.label, size, 1e5 * (double)k / (double)iters);
-			printf("stall-cost,%s,%zu,%.1f,ns-one-way\n", a.label,
-			       size, x / 2);
+			bench_round_trip_rows(a.label, size, rtt, iters, 1);
 			printf("ctxsw,%s,%zu,%.4f,per-round-trip\n", a.label,
 			       size, (double)cs / (2.0 * (double)iters));
 		}

@@ -185,7 +185,7 @@ int main(int argc, char **argv)
 	/* Turns to run: -1 is the bare floor (no work, labelled ring-floor). */
 	long turns[32] = {-1};
 	int nturns = 1;
-	bool fenced = false;
+	bool one_insn = false;
 	int opt;
 	while ((opt = getopt(argc, argv, "m:i:w:f")) != -1) {
 		if (opt == 'm') {
@@ -200,7 +200,7 @@ int main(int argc, char **argv)
 			     t = strtok(NULL, ","))
 				turns[nturns++] = atol(t);
 		} else if (opt == 'f') {
-			fenced = true;
+			one_insn = true;
 		} else {
 			fprintf(stderr, "usage: shm_ring_lat [-m MIN:MAX] [-i N] "
 					"[-w NS,...] [-f]\n");
@@ -253,7 +253,7 @@ int main(int argc, char **argv)
 			      {EXTRA_LFENCE, "ring-lfence"},
 #endif
 			      {EXTRA_CLOCK, "ring-clock"}};
-		for (size_t k = 0; fenced && k < PCORI_ARRAY_LEN(extras); k++) {
+		for (size_t k = 0; one_insn && k < PCORI_ARRAY_LEN(extras); k++) {
 			double us = run(ring, sd, msg, n, iters, 0, extras[k].e);
 			if (us < 0)
 				return 1;

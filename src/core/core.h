@@ -475,7 +475,17 @@ extern pcori_rt_t pcori_rt;
  */
 #define PCORI_WAIT_SPIN_MAX_NS 500000u
 #define PCORI_WAIT_STALL_SPINS 10
-int64_t pcori_wait_spin(void);
+static inline int64_t pcori_wait_spin(void)
+{
+	int64_t base = pcori_rt.cfg.spin_ns;
+	uint64_t avg = pcori_tls.wait_avg_ns;
+	if (base <= 0 || avg > PCORI_WAIT_SPIN_MAX_NS / 2)
+		return base;
+	if ((int64_t)(4 * avg) < base)
+		return PCORI_MAX(base, PCORI_MIN(PCORI_WAIT_STALL_SPINS * base,
+						 (int64_t)PCORI_WAIT_SPIN_MAX_NS));
+	return PCORI_MAX(base, (int64_t)(2 * avg));
+}
 
 /* A wait of elapsed ns ended: a running average over the last few. */
 static inline void pcori_wait_took(uint64_t elapsed)

@@ -496,27 +496,6 @@ static uint64_t drive_until(pcori_req_t *r, uint32_t gen,
 	return start;
 }
 
-/*
- * Out of line: called once per wait that spins, and kept out of
- * handle_wait's body.
- */
-__attribute__((noinline)) int64_t pcori_wait_spin(void)
-{
-	int64_t base = pcori_rt.cfg.spin_ns;
-	uint64_t avg = pcori_tls.wait_avg_ns;
-	if (base <= 0 || avg > PCORI_WAIT_SPIN_MAX_NS / 2)
-		return base;
-	if ((int64_t)(4 * avg) < base) {
-		int64_t stall = PCORI_WAIT_STALL_SPINS * base;
-		return stall < (int64_t)PCORI_WAIT_SPIN_MAX_NS
-			       ? stall
-			       : PCORI_MAX(base, (int64_t)PCORI_WAIT_SPIN_MAX_NS);
-	}
-	if ((int64_t)(2 * avg) <= base)
-		return base;
-	return (int64_t)(2 * avg);
-}
-
 /* Shared by pcor_handle_test and pcor_handle_wait. */
 static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 {

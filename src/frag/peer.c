@@ -302,15 +302,16 @@ void pcori_peer_lost(int pid)
 
 /*
  * pid is to be lost at `at` (or earlier, if it already is): the reaper
- * (pcori_peers_reap) fails it then, outside its caller's locks.
+ * (pcori_peers_reap) fails it then, outside its caller's locks.  false:
+ * no such peer, or already lost.
  */
-static void lose_by(int pid, uint64_t at)
+static bool lose_by(int pid, uint64_t at)
 {
 	if (!pcori_net.up)
-		return;
+		return false;
 	pcori_peer_t *peer = pcori_peer_get(pid);
 	if (!peer || atomic_load(&peer->state) == PCORI_PEER_LOST)
-		return;
+		return false;
 	uint64_t t = atomic_load(&peer->leave_ns);
 	while (!t || t > at) {
 		if (atomic_compare_exchange_weak(&peer->leave_ns, &t, at)) {
@@ -320,6 +321,7 @@ static void lose_by(int pid, uint64_t at)
 		}
 	}
 	pcori_dispatch_kick();
+	return true;
 }
 
 void pcori_peer_leaving(int pid)
@@ -329,11 +331,12 @@ void pcori_peer_leaving(int pid)
 
 void pcori_port_peer_fault(pcori_port_t *port, int pid)
 {
-	PCORI_WARN(PCORI_SUB_DISPATCH,
-		   "port %d: what process %d sends here cannot be read any "
-		   "more: it is lost to this process",
-		   port->index, pid);
-	lose_by(pid, pcori_now_ns()); /* not in the port's progress call */
+	/* Due now, but not in the port's progress call: the reaper's. */
+	if (lose_by(pid, pcori_now_ns()))
+		PCORI_WARN(PCORI_SUB_DISPATCH,
+			   "port %d: what process %d sends here cannot be "
+			   "read any more: it is lost to this process",
+			   port->index, pid);
 }
 
 int pcori_peers_reap(void)
