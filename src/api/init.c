@@ -16,7 +16,7 @@ static void on_member(int pid, pcori_member_event_t ev, void *ctx)
 	(void)ctx;
 	/* Paths may go through (or newly through) that process. */
 	pcori_routes_stale();
-	pcori_dispatch_kick();
+	pcori_timers_kick();
 	if (ev == PCORI_EV_FAILURE)
 		pcori_peer_lost(pid);
 	else if (ev == PCORI_EV_EXIT)

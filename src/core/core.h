@@ -390,6 +390,19 @@ size_t pcori_dma_in_use(void);
 /* ------------------------------------------------------------- driving */
 
 /*
+ * A word that waiters in pcori_drive_ops_t.until watch: bumped on every
+ * change that may let one through, and a futex only for those asleep on
+ * it (pcori_wake_word_bump, core/sync.c).
+ */
+typedef struct pcori_wake_word {
+	_Atomic uint32_t word;
+	_Atomic int sleepers; /* threads in futex_wait on word */
+} pcori_wake_word_t;
+
+/* Bump ww's word and wake up to n of its sleepers, if any. */
+void pcori_wake_word_bump(pcori_wake_word_t *ww, int n);
+
+/*
  * A thread waiting for a request that involves another process may poll
  * the fabric itself instead of sleeping until a dispatcher wakes it: on
  * few cores that saves a thread switch per message.  The message layer
@@ -416,6 +429,16 @@ typedef struct pcori_drive_ops {
 	bool (*sleep)(pcori_req_t *r, uint32_t pending, uint64_t deadline);
 	/* A waiter sleeps on its word (+1) or is back (-1): see sleep. */
 	void (*word_sleep)(int delta);
+	/*
+	 * Wait until try_fn(arg) returns true or the clock passes deadline
+	 * (ns), making progress meanwhile as a waiter in pcor_handle_test
+	 * does: poll every port for PCOR_SPIN_NS, then try again whenever
+	 * ww's word moved, and sleep on it while it does not (looking again
+	 * every millisecond regardless).  Returns try_fn's last answer.  No
+	 * lock held.
+	 */
+	bool (*until)(bool (*try_fn)(void *), void *arg,
+		      pcori_wake_word_t *ww, uint64_t deadline);
 } pcori_drive_ops_t;
 
 extern const pcori_drive_ops_t *_Atomic pcori_drive;

@@ -467,3 +467,11 @@ int pcori_wait_word(_Atomic uint32_t *word, uint32_t pending, int64_t spin_ns,
 		pcori_futex_wait(word, pending | PCORI_WAIT_SLEEPER, left);
 	}
 }
+
+void pcori_wake_word_bump(pcori_wake_word_t *ww, int n)
+{
+	/* seq_cst: the bump, then the sleepers (the waiter: the reverse). */
+	atomic_fetch_add(&ww->word, 1);
+	if (atomic_load(&ww->sleepers))
+		pcori_futex_wake(&ww->word, n);
+}

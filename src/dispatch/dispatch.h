@@ -23,29 +23,10 @@ void pcori_net_fini(void);
 /* PCOR_AFFINITY: pin the calling thread (affinity.c). */
 void pcori_affinity_apply(const char *spec);
 
-/* Wake the send threads of block mode: timed work was added. */
-void pcori_dispatch_kick(void);
-/*
- * Timed work due at `at` is now the earliest: wake the send threads of
- * block mode unless one of them wakes by then anyway (frag/timers.c).
- */
-void pcori_dispatch_kick_before(uint64_t at);
-
 /* Poll every port once (and run timers).  Returns events handled. */
 int pcori_progress(void);
 /* Waiting in finalize: this thread polls every port (see drive ops). */
 void pcori_drive_begin(pcori_req_t *r);
 void pcori_drive_end(uint64_t now);
-/*
- * Wait until try_fn(arg) returns true or the clock passes deadline (ns),
- * making progress meanwhile as a waiter in pcor_handle_test does: poll
- * every port for PCOR_SPIN_NS, then try again whenever ww's word moved,
- * and sleep on it while it does not (looking again every millisecond
- * regardless).  Returns try_fn's last answer.  No lock held.
- */
-bool pcori_drive_until(bool (*try_fn)(void *), void *arg,
-		       pcori_wake_word_t *ww, uint64_t deadline);
-/* Bump ww's word and wake up to n of its sleepers, if any. */
-void pcori_wake_word_bump(pcori_wake_word_t *ww, int n);
 
 #endif /* PCOR_DISPATCH_H */

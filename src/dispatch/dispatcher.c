@@ -52,12 +52,6 @@
 #define SPIN_YIELD_NS 2000
 
 static _Atomic bool port_waiting[PCORI_MAX_PORTS];
-static _Atomic uint32_t tx_word; /* block mode: wakes the send threads */
-/*
- * Block mode: when each port's send thread wakes by itself (0: it is
- * awake; UINT64_MAX: it is reading the timers before it sleeps).
- */
-static _Atomic uint64_t tx_until[PCORI_MAX_PORTS];
 
 int pcori_progress(void)
 {
@@ -72,28 +66,6 @@ int pcori_progress(void)
 	n += pcori_timers_run();
 	n += pcori_acks_flush(false);
 	return n;
-}
-
-/* Wake the send threads (block mode) after new timed work. */
-void pcori_dispatch_kick(void)
-{
-	if (pcori_net.mode == PCORI_DISPATCH_BLOCK) {
-		atomic_fetch_add(&tx_word, 1);
-		pcori_futex_wake(&tx_word, INT_MAX);
-	}
-}
-
-void pcori_dispatch_kick_before(uint64_t at)
-{
-	if (pcori_net.mode != PCORI_DISPATCH_BLOCK)
-		return;
-	/* The timer was listed before this look; tx_main's side mirrors it. */
-	pcori_fence_full();
-	for (int i = 0; i < pcori_net.nports; i++)
-		if (atomic_load_explicit(&tx_until[i], memory_order_relaxed) <=
-		    at)
-			return; /* that thread looks again by then */
-	pcori_dispatch_kick();
 }
 
 /* ---------------------------------------------------------- driving */
@@ -319,10 +291,11 @@ static void drive_word_sleep(int delta)
 	}
 }
 
-#define UNTIL_SLICE_NS 1000000 /* pcori_drive_until looks again after */
+#define UNTIL_SLICE_NS 1000000 /* drive_until looks again after */
 
-bool pcori_drive_until(bool (*try_fn)(void *), void *arg,
-		       pcori_wake_word_t *ww, uint64_t deadline)
+/* pcori_drive_ops_t.until */
+static bool drive_until(bool (*try_fn)(void *), void *arg,
+			pcori_wake_word_t *ww, uint64_t deadline)
 {
 	uint64_t now = pcori_now_ns();
 	uint64_t spin_end = now + (uint64_t)pcori_rt.cfg.spin_ns;
@@ -379,20 +352,13 @@ bool pcori_drive_until(bool (*try_fn)(void *), void *arg,
 	return ok;
 }
 
-void pcori_wake_word_bump(pcori_wake_word_t *ww, int n)
-{
-	/* seq_cst: the bump, then the sleepers (the waiter: the reverse). */
-	atomic_fetch_add(&ww->word, 1);
-	if (atomic_load(&ww->sleepers))
-		pcori_futex_wake(&ww->word, n);
-}
-
 static const pcori_drive_ops_t drive_ops = {
 	.begin = pcori_drive_begin,
 	.poll = drive_poll,
 	.end = pcori_drive_end,
 	.sleep = drive_sleep,
 	.word_sleep = drive_word_sleep,
+	.until = drive_until,
 };
 
 /* When a waiter last stopped spinning on p or sleeping in it (0: never). */
@@ -546,20 +512,10 @@ static void *tx_main(void *arg)
 {
 	pcori_port_t *p = arg;
 	while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
-		uint32_t w = atomic_load(&tx_word);
+		uint32_t w = pcori_timers_kick_seen();
 		if (pcori_timers_run() + pcori_acks_flush(false))
 			continue;
-		/* Said before the timers are read: see kick_before. */
-		atomic_store(&tx_until[p->index], UINT64_MAX);
-		int64_t t = pcori_timers_next();
-		if (t < 0)
-			t = (int64_t)BLOCK_MAX_MS * 1000000;
-		if (t > 0) {
-			atomic_store(&tx_until[p->index],
-				     pcori_now_ns() + (uint64_t)t);
-			pcori_futex_wait(&tx_word, w, t);
-		}
-		atomic_store(&tx_until[p->index], 0);
+		pcori_timers_sleep(p->index, w, (int64_t)BLOCK_MAX_MS * 1000000);
 	}
 	return NULL;
 }
@@ -810,8 +766,7 @@ void pcori_net_fini(void)
 		atomic_store(&pcori_net.ports[i]->stop, true);
 	atomic_fetch_add(&pcori_net.drive_word, 1);
 	pcori_futex_wake(&pcori_net.drive_word, INT_MAX);
-	atomic_fetch_add(&tx_word, 1);
-	pcori_futex_wake(&tx_word, INT_MAX);
+	pcori_timers_kick_all();
 	for (int i = 0; i < pcori_net.nports; i++) {
 		pcori_port_t *p = pcori_net.ports[i];
 		p->ops->signal(p);

@@ -11,7 +11,6 @@
  * sends under ctlq.lock.  Calls no other part of the protocol.
  */
 #include "proto.h"
-#include "../dispatch/dispatch.h" /* pcori_dispatch_kick */
 
 /* The inter-process state (net.h), in the part the others build on. */
 pcori_net_t pcori_net;
@@ -42,7 +41,7 @@ static void ctlq_push(ctlmsg_t *c)
 	atomic_fetch_add(&ctlq.n, 1);
 	atomic_fetch_add(&ctlq.bytes, c->len);
 	pcori_unlock(&ctlq.lock);
-	pcori_dispatch_kick();
+	pcori_timers_kick();
 }
 
 /*

@@ -417,6 +417,19 @@ int pcori_timers_run(void);
 void pcori_timers_fini(void);
 /* Nanoseconds until timed work is due; -1 if none. */
 int64_t pcori_timers_next(void);
+/*
+ * The kick word (frag/timers.c), where block mode's send threads sleep
+ * between timers.  pcori_timers_kick wakes them after new timed work or
+ * control traffic (block mode only; the other modes look on their own);
+ * pcori_timers_kick_all wakes them in any mode (to stop).  A send thread
+ * of port idx reads the word (kick_seen), runs what is due, then sleeps
+ * (pcori_timers_sleep) until kicked since that read or its next timer is
+ * due, at most max_ns when none is listed.
+ */
+void pcori_timers_kick(void);
+void pcori_timers_kick_all(void);
+uint32_t pcori_timers_kick_seen(void);
+void pcori_timers_sleep(int idx, uint32_t seen, int64_t max_ns);
 /* Send acknowledgements now (force) or those that are due. */
 int pcori_acks_flush(bool force);
 /*

@@ -11,15 +11,6 @@
 #include "../port/port.h"
 #include "wire.h"
 
-/*
- * A word that waiters in pcori_drive_until watch: bumped on every change
- * that may let one through, and a futex only for those asleep on it.
- */
-typedef struct pcori_wake_word {
-	_Atomic uint32_t word;
-	_Atomic int sleepers; /* threads in futex_wait on word */
-} pcori_wake_word_t;
-
 typedef struct pcori_peer pcori_peer_t; /* msg.h */
 
 /* A send stream waiting for its timer, and when (frag/timers.c). */

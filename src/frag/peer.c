@@ -9,7 +9,6 @@
  * memory.  Peer objects are never freed before finalize either.
  */
 #include "msg.h"
-#include "../dispatch/dispatch.h" /* pcori_dispatch_kick */
 
 typedef struct retired {
 	struct retired *next;
@@ -170,7 +169,7 @@ int pcori_peer_connect(pcori_peer_t *peer)
 		/* Alive, just learnt of: the table may predate it. */
 		if (lrc == PCOR_OK) {
 			pcori_routes_stale();
-			pcori_dispatch_kick();
+			pcori_timers_kick();
 			rc = route_set(peer);
 		}
 		if (rc)
@@ -320,7 +319,7 @@ static bool lose_by(int pid, uint64_t at)
 			break;
 		}
 	}
-	pcori_dispatch_kick();
+	pcori_timers_kick();
 	return true;
 }
 

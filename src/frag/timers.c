@@ -21,9 +21,63 @@
  * be reported.
  */
 #include "proto.h"
-#include "../dispatch/dispatch.h" /* pcori_dispatch_kick_before */
 
 #define SLOT_DUE (-2) /* taken off as due; retx.c lists it again */
+
+/*
+ * Block mode: the send threads sleep on the kick word until their next
+ * timer is due; new timed work that comes first bumps it.  Each says when
+ * it wakes by itself (0: it is awake; UINT64_MAX: it is reading the timers
+ * before it sleeps).
+ */
+static _Atomic uint32_t kick_word;
+static _Atomic uint64_t wakes_at[PCORI_MAX_PORTS];
+
+void pcori_timers_kick(void)
+{
+	if (pcori_net.mode == PCORI_DISPATCH_BLOCK)
+		pcori_timers_kick_all();
+}
+
+void pcori_timers_kick_all(void)
+{
+	atomic_fetch_add(&kick_word, 1);
+	pcori_futex_wake(&kick_word, INT_MAX);
+}
+
+/* Timed work due at `at` was listed: wake a send thread that sleeps past it. */
+static void kick_before(uint64_t at)
+{
+	if (pcori_net.mode != PCORI_DISPATCH_BLOCK)
+		return;
+	/* The timer was listed before this look; pcori_timers_sleep's side
+	 * mirrors it. */
+	pcori_fence_full();
+	for (int i = 0; i < pcori_net.nports; i++)
+		if (atomic_load_explicit(&wakes_at[i], memory_order_relaxed) <=
+		    at)
+			return; /* that thread looks again by then */
+	pcori_timers_kick();
+}
+
+uint32_t pcori_timers_kick_seen(void)
+{
+	return atomic_load(&kick_word);
+}
+
+void pcori_timers_sleep(int idx, uint32_t seen, int64_t max_ns)
+{
+	/* Said before the timers are read: see kick_before. */
+	atomic_store(&wakes_at[idx], UINT64_MAX);
+	int64_t t = pcori_timers_next();
+	if (t < 0)
+		t = max_ns;
+	if (t > 0) {
+		atomic_store(&wakes_at[idx], pcori_now_ns() + (uint64_t)t);
+		pcori_futex_wait(&kick_word, seen, t);
+	}
+	atomic_store(&wakes_at[idx], 0);
+}
 
 /*
  * A stream whose message the port refused (no room) tries again after
@@ -150,7 +204,7 @@ static void want(pcori_txstream_t *ts, uint64_t at)
 	}
 	pcori_unlock(&pcori_net.timer_lock);
 	if (first)
-		pcori_dispatch_kick_before(at);
+		kick_before(at);
 }
 
 bool pcori_timers_reserve(void)

@@ -12,7 +12,6 @@
  * completions) and ctl.c.
  */
 #include "proto.h"
-#include "../dispatch/dispatch.h" /* pcori_drive_until, pcori_wake_word_bump */
 
 /*
  * A rendezvous request's bytes, kept for resends apart from the streamed
@@ -87,7 +86,7 @@ size_t pcori_tx_cost(int pid, bool copy, size_t len)
 /* Give back n bytes, and the oversize place if held. */
 static void txb_put(size_t n, bool oversize)
 {
-	/* seq_cst, then the waiters: see pcori_drive_until. */
+	/* seq_cst, then the waiters: see the drive ops' until. */
 	atomic_fetch_sub(&pcori_net.txb.held, (int64_t)n);
 	if (oversize)
 		atomic_store(&pcori_net.txb.oversize, false);
@@ -129,10 +128,13 @@ static int txb_take(size_t n, bool oversize)
 		return PCOR_OK;
 	uint64_t wait = (uint64_t)pcori_rt.cfg.backpressure_ms * 1000000u;
 	bool ok = false;
-	if (wait) {
+	/* No driver once the dispatchers are stopped: nothing frees room. */
+	const pcori_drive_ops_t *d =
+	    atomic_load_explicit(&pcori_drive, memory_order_acquire);
+	if (wait && d) {
 		atomic_fetch_add(&pcori_net.txb.waiters, 1);
-		ok = pcori_drive_until(txb_try, &ask, &pcori_net.txb.room,
-				       pcori_now_ns() + wait);
+		ok = d->until(txb_try, &ask, &pcori_net.txb.room,
+			      pcori_now_ns() + wait);
 		atomic_fetch_sub(&pcori_net.txb.waiters, 1);
 	}
 	if (ok)

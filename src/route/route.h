@@ -86,7 +86,7 @@ bool pcori_routes_lookup(int pid, pcori_route_entry_t *e_p,
 int pcori_routes_copy(pcori_route_entry_t **tab_p, int *n_p);
 /*
  * Membership changed: the table is rebuilt when next used or due.  Whoever
- * drives progress is to be woken by the caller (pcori_dispatch_kick).
+ * drives progress is to be woken by the caller (pcori_timers_kick).
  */
 void pcori_routes_stale(void);
 /* The table is stale and may be rebuilt now (the timers' check). */
