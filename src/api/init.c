@@ -10,10 +10,16 @@
 
 pcori_rt_t pcori_rt;
 
-/* Membership hook: a process that left takes its messages with it. */
+/*
+ * The one membership hook, so that a process's leaving is handled in one
+ * order: the ports hand up its last words, routes are rebuilt, then the
+ * protocol settles what was in flight with it.
+ */
 static void on_member(int pid, pcori_member_event_t ev, void *ctx)
 {
 	(void)ctx;
+	if (ev == PCORI_EV_FAILURE || ev == PCORI_EV_EXIT)
+		pcori_net_peer_gone(pid, ev == PCORI_EV_FAILURE);
 	/* Paths may go through (or newly through) that process. */
 	pcori_routes_stale();
 	pcori_timers_kick();

@@ -18,6 +18,12 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 int pcori_net_start(void);
 /* Send what peers wait for (acks, queued control messages). */
 void pcori_net_quiesce(void);
+/*
+ * Process pid left (failed: declared lost): each port hands up what it
+ * wrote there and lets go of it (peer_gone), before the protocol fails
+ * the peer.  The membership subscriber's first step.
+ */
+void pcori_net_peer_gone(int pid, bool failed);
 void pcori_net_fini(void);
 
 /* PCOR_AFFINITY: pin the calling thread (affinity.c). */

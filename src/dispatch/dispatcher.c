@@ -52,6 +52,12 @@
 #define SPIN_YIELD_NS 2000
 
 static _Atomic bool port_waiting[PCORI_MAX_PORTS];
+/*
+ * Guards ports_open: a membership event may come from the directory's
+ * thread while finalize closes the ports (pcori_net_peer_gone).
+ */
+static pcori_lock_t gone_lock = PCORI_LOCK_INITIALIZER;
+static bool ports_open;
 
 int pcori_progress(void)
 {
@@ -571,6 +577,11 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 	pcori_list_init(&n->rndvs);
 
 	pcori_affinity_apply(cfg->affinity);
+	const pcori_port_params_t par = {
+	    .frag_size = n->frag_size,
+	    .key_check = n->lim.key_check,
+	    .one_host = n->one_host,
+	};
 	char list[sizeof(cfg->providers)];
 	snprintf(list, sizeof(list), "%s", cfg->providers);
 	for (char *save = NULL, *prov = strtok_r(list, ",", &save);
@@ -578,11 +589,11 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 	     prov = strtok_r(NULL, ",", &save)) {
 		int got = 0;
 		if (!strcmp(prov, "pcor-shm"))
-			got = pcori_port_shm_open(n->nports,
+			got = pcori_port_shm_open(n->nports, &par,
 						  &n->ports[n->nports]) ==
 			      PCOR_OK;
 		else
-			pcori_port_ofi_open(prov, n->nports,
+			pcori_port_ofi_open(prov, n->nports, &par,
 					    &n->ports[n->nports],
 					    PCORI_MAX_PORTS - n->nports, &got);
 		n->nports += got;
@@ -599,6 +610,9 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 		self->ports[i] = n->ports[i]->info;
 	}
 	n->up = true;
+	pcori_lock(&gone_lock);
+	ports_open = true;
+	pcori_unlock(&gone_lock);
 	return PCOR_OK;
 }
 
@@ -757,6 +771,17 @@ static void print_stats(const pcori_port_t *p)
 		(unsigned long long)st->eagain, (unsigned long long)p->cpu_ns);
 }
 
+void pcori_net_peer_gone(int pid, bool failed)
+{
+	pcori_lock(&gone_lock);
+	for (int i = 0; ports_open && i < pcori_net.nports; i++) {
+		pcori_port_t *p = pcori_net.ports[i];
+		if (p->ops->peer_gone)
+			p->ops->peer_gone(p, pid, failed);
+	}
+	pcori_unlock(&gone_lock);
+}
+
 void pcori_net_fini(void)
 {
 	if (!pcori_net.up)
@@ -779,6 +804,9 @@ void pcori_net_fini(void)
 			pthread_join(p->tx_thread, NULL);
 	}
 	pcori_peers_fini();
+	pcori_lock(&gone_lock);
+	ports_open = false;
+	pcori_unlock(&gone_lock);
 	for (int i = 0; i < pcori_net.nports; i++) {
 		pcori_port_t *p = pcori_net.ports[i];
 		pcori_port_stats_t *st = &p->st;

@@ -33,7 +33,6 @@
  *    with a growing vector).  On rxd ports av_lock keeps our completion
  *    reads and our inserts apart; nothing else is done under it.
  */
-#include "../frag/net.h" /* pcori_net: frag_size, one_host */
 #include "port.h"
 
 #include <rdma/fabric.h>
@@ -230,7 +229,7 @@ static int ofi_inject_fast(pcori_port_t *bp, uint64_t dest, int dst_pid,
 	if (len > bp->inject_max || len > OFI_FAST_FRAME)
 		return PCOR_ERR_AGAIN; /* the full path takes it */
 	const pcori_wire_hdr_t h = pcori_fast_wire(
-	    f, pcori_rt.pid, dst_pid, plen, pcori_net.lim.key_check);
+	    f, pcori_rt.pid, dst_pid, plen, bp->par.key_check);
 	uint8_t frame[OFI_FAST_FRAME];
 	pcori_wire_encode(&h, frame);
 	if (plen)
@@ -569,11 +568,11 @@ static struct fi_info *make_hints(const char *provider, bool multi_recv)
  * or, for a job that runs on one host, only those that stay on it (a
  * device port would only add a dispatcher competing for the cores).
  */
-static bool iface_wanted(const struct fi_info *fi)
+static bool iface_wanted(const struct fi_info *fi, bool one_host)
 {
 	const char *want = pcori_rt.cfg.ifaces;
 	const char *domain = fi->domain_attr->name;
-	if (!want[0] && pcori_net.one_host) {
+	if (!want[0] && one_host) {
 		const char *fab = fi->fabric_attr->name ? fi->fabric_attr->name
 							: "";
 		return !strncmp(fab, "127.", 4) || !strcmp(fab, "shm") ||
@@ -594,13 +593,14 @@ static bool iface_wanted(const struct fi_info *fi)
 }
 
 static int open_one(struct fi_info *fi, const char *provider, int index,
-		    pcori_port_t **port_p)
+		    const pcori_port_params_t *par, pcori_port_t **port_p)
 {
 	ofi_port_t *p = calloc(1, sizeof(*p));
 	if (!p)
 		return PCOR_ERR_NOMEM;
 	p->base.ops = &ofi_ops;
 	p->base.index = index;
+	p->base.par = *par;
 	pcori_lock_init(&p->base.progress_lock);
 	pcori_lock_init(&p->av_lock);
 	atomic_init(&p->av_waiters, 0);
@@ -668,7 +668,7 @@ static int open_one(struct fi_info *fi, const char *provider, int index,
 	if ((rc = fi_ep_bind(p->ep, &p->av->fid, 0)) ||
 	    (rc = fi_ep_bind(p->ep, &p->cq->fid, FI_TRANSMIT | FI_RECV)))
 		goto err;
-	size_t msgmax = PCORI_WIRE_HDR_SIZE + pcori_net.frag_size;
+	size_t msgmax = PCORI_WIRE_HDR_SIZE + par->frag_size;
 	/*
 	 * The threshold belongs before fi_enable, except that shm (up to
 	 * libfabric 2.0) crashes there and only honours it afterwards.
@@ -795,6 +795,7 @@ static bool named_in(const struct fi_info *info, const char *provider)
 }
 
 int pcori_port_ofi_open(const char *provider, int index,
+			const pcori_port_params_t *par,
 			pcori_port_t **ports_p, int max, int *n_p)
 {
 	struct fi_info *info = NULL;
@@ -845,7 +846,8 @@ int pcori_port_ofi_open(const char *provider, int index,
 	for (struct fi_info *fi = info; fi && n < max; fi = fi->next) {
 		const char *dom = fi->domain_attr->name;
 		const char *name = fi->fabric_attr->prov_name;
-		if (!iface_wanted(fi) || !name || strcmp(name, provider))
+		if (!iface_wanted(fi, par->one_host) || !name ||
+		    strcmp(name, provider))
 			continue;
 		if (fi->addr_format == FI_SOCKADDR_IN6)
 			continue;
@@ -855,7 +857,7 @@ int pcori_port_ofi_open(const char *provider, int index,
 		if (dup)
 			continue;
 		pcori_port_t *p;
-		if (open_one(fi, provider, index + n, &p) == PCOR_OK) {
+		if (open_one(fi, provider, index + n, par, &p) == PCOR_OK) {
 			snprintf(seen[n], sizeof(seen[n]), "%s", dom ? dom : "");
 			ports_p[n++] = p;
 		}

@@ -18,8 +18,9 @@
  * protocol code they reach may take any protocol lock (order in
  * frag/msg.h).
  *
- * Besides this header a port kind reads a few fields of the protocol's
- * pcori_net (frag/net.h): frag_size, lim.key_check, one_host.
+ * A port kind reads none of the protocol's state: what it needs of it
+ * (fragment size, the job's key, one host or not) comes at open, in
+ * pcori_port_params_t.
  */
 #ifndef PCOR_PORT_H
 #define PCOR_PORT_H
@@ -142,8 +143,27 @@ typedef struct pcori_port_ops {
 	 * lost when its sender leaves at once.
 	 */
 	size_t (*unsettled)(pcori_port_t *p);
+	/*
+	 * Process pid left (failed: declared lost; else it ended): hand up
+	 * what it wrote into this port and stop trusting its memory, before
+	 * the protocol fails the peer.  Called only by the one membership
+	 * subscriber (pcori_net_peer_gone), first thing.  NULL where the kind
+	 * keeps nothing of a peer that needs it.
+	 */
+	void (*peer_gone)(pcori_port_t *p, int pid, bool failed);
 	void (*close)(pcori_port_t *p);
 } pcori_port_ops_t;
+
+/*
+ * What the protocol tells a port kind at open, so that no port reads the
+ * protocol's own state.
+ */
+typedef struct pcori_port_params {
+	size_t frag_size;   /* largest fragment's payload: a frame is up to
+			       PCORI_WIRE_HDR_SIZE more */
+	uint32_t key_check; /* the job's key, in every header and segment */
+	bool one_host;      /* the whole job runs on this host */
+} pcori_port_params_t;
 
 /* Dispatcher modes (PCOR_DISPATCH). */
 typedef enum pcori_dispatch_mode {
@@ -219,12 +239,15 @@ struct pcori_port {
 	_Atomic uint64_t drive_ns;
 	pcori_port_stats_t st;
 	uint64_t cpu_ns; /* its dispatchers' CPU time (finalize) */
+	pcori_port_params_t par; /* as given at open */
 };
 
 int pcori_port_ofi_open(const char *provider, int index,
+			const pcori_port_params_t *par,
 			pcori_port_t **ports_p, int max, int *n_p);
 /* The pcor-shm port kind (port/shm.c): peers on this host. */
-int pcori_port_shm_open(int index, pcori_port_t **port_p);
+int pcori_port_shm_open(int index, const pcori_port_params_t *par,
+			pcori_port_t **port_p);
 
 /*
  * Upcalls from port kinds into the protocol (progress context).

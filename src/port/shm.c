@@ -249,7 +249,7 @@ static int peer_map(shm_port_t *p, shm_peer_t *d, const shm_addr_t *a)
 	int rc = PCOR_OK;
 	if (h->magic != PCORI_SHM_MAGIC || h->version != PCORI_SHM_VERSION ||
 	    h->nonce != a->nonce || h->pid != a->pid ||
-	    h->key_check != pcori_net.lim.key_check || pcori_shm_layout(&g) ||
+	    h->key_check != p->base.par.key_check || pcori_shm_layout(&g) ||
 	    g.size != a->size)
 		rc = PCOR_ERR_PROTO;
 	/* Probe cross-memory attach on its header before any rendezvous. */
@@ -380,15 +380,10 @@ static int peer_claim(shm_port_t *p, shm_peer_t *d)
 	return PCOR_ERR_NOMEM;
 }
 
-/* The directory's membership hook: note deaths; progress releases. */
-static pcori_lock_t hook_lock = PCORI_LOCK_INITIALIZER; /* guards live */
-static shm_port_t *live;
-
 /*
  * A peer that leaves has usually written its last words (acks, the end
  * of a message) into our ring before the directory tells us, and the
- * protocol fails the peer as soon as this hook returns (ours runs first:
- * it was added when the port opened, before the protocol's).  So see the
+ * protocol fails the peer as soon as peer_gone returns.  So see the
  * peer released -- its ring drained -- before returning: by the
  * dispatcher, woken for it, or by this thread.  Bounded: whoever holds
  * the progress lock may be waiting for this very thread (a directory
@@ -408,34 +403,28 @@ static void release_before_loss(shm_port_t *p, shm_peer_t *d)
 	}
 }
 
-static void on_member(int pid, pcori_member_event_t ev, void *ctx)
+/* pcori_port_ops_t.peer_gone: note the death; progress releases. */
+static void shm_peer_gone(pcori_port_t *bp, int pid, bool failed)
 {
-	(void)ctx;
-	if (ev != PCORI_EV_EXIT && ev != PCORI_EV_FAILURE)
-		return;
-	pcori_lock(&hook_lock);
-	shm_port_t *p = live;
-	if (p) {
-		pcori_lock(&p->peers_lock);
-		/* Made if unknown, so a slot it claimed here is reset too. */
-		shm_peer_t *d = shmp_peer_find(p, pid);
-		if (!d)
-			d = shmp_peer_new(p, pid);
-		/*
-		 * Before the protocol lets go of what we exposed to it: a
-		 * process declared failed may still run and read our memory,
-		 * and must learn after its read that it lost the race.
-		 */
-		if (ev == PCORI_EV_FAILURE)
-			pcori_shm_lost_note(p->hdr, pid);
-		if (d && !atomic_exchange(&d->dead, true))
-			atomic_fetch_add(&p->ndead, 1);
-		pcori_unlock(&p->peers_lock);
-		p->base.ops->signal(&p->base);
-		if (d)
-			release_before_loss(p, d);
-	}
-	pcori_unlock(&hook_lock);
+	shm_port_t *p = (shm_port_t *)bp;
+	pcori_lock(&p->peers_lock);
+	/* Made if unknown, so a slot it claimed here is reset too. */
+	shm_peer_t *d = shmp_peer_find(p, pid);
+	if (!d)
+		d = shmp_peer_new(p, pid);
+	/*
+	 * Before the protocol lets go of what we exposed to it: a process
+	 * declared failed may still run and read our memory, and must learn
+	 * after its read that it lost the race.
+	 */
+	if (failed)
+		pcori_shm_lost_note(p->hdr, pid);
+	if (d && !atomic_exchange(&d->dead, true))
+		atomic_fetch_add(&p->ndead, 1);
+	pcori_unlock(&p->peers_lock);
+	bp->ops->signal(bp);
+	if (d)
+		release_before_loss(p, d);
 }
 
 /* ------------------------------------------------------------ sends */
@@ -775,10 +764,6 @@ static int shm_insert_addr(pcori_port_t *bp, const pcori_port_info_t *peer,
 static void shm_close(pcori_port_t *bp)
 {
 	shm_port_t *p = (shm_port_t *)bp;
-	pcori_lock(&hook_lock);
-	if (live == p)
-		live = NULL;
-	pcori_unlock(&hook_lock);
 	if (p->copy.n)
 		PCORI_INFO(PCORI_SUB_DISPATCH,
 			   "pcor-shm: %llu copies of %d bytes or more into "
@@ -819,10 +804,12 @@ static const pcori_port_ops_t shm_ops = {
     .signal = shmp_signal,
     .wait = shmp_wait,
     .unsettled = shm_unsettled,
+    .peer_gone = shm_peer_gone,
     .close = shm_close,
 };
 
-int pcori_port_shm_open(int index, pcori_port_t **port_p)
+int pcori_port_shm_open(int index, const pcori_port_params_t *par,
+			pcori_port_t **port_p)
 {
 	const pcori_config_t *cfg = &pcori_rt.cfg;
 	shm_port_t *p = calloc(1, sizeof(*p));
@@ -832,6 +819,7 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	shmp_copy_init(&p->copy);
 	p->base.ops = &shm_ops;
 	p->base.index = index;
+	p->base.par = *par;
 	pcori_lock_init(&p->base.progress_lock);
 	pcori_lock_init(&p->pool_lock);
 	pcori_lock_init(&p->cq_lock);
@@ -846,7 +834,7 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	    .ncells = (uint32_t)cfg->shm_cells,
 	};
 	/* Room for two of the largest fragments, whatever the knobs say. */
-	uint64_t fragmax = PCORI_WIRE_HDR_SIZE + pcori_net.frag_size;
+	uint64_t fragmax = PCORI_WIRE_HDR_SIZE + par->frag_size;
 	uint64_t need = 2 * ((fragmax + g.cell_size - 1) / g.cell_size);
 	if (g.ncells < need)
 		g.ncells = (uint32_t)PCORI_MIN(need, 65536);
@@ -857,7 +845,7 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 
 	char name[64];
 	snprintf(name, sizeof(name), "pcor-shm-%08x-%d",
-		 (unsigned)pcori_net.lim.key_check, pcori_rt.pid);
+		 (unsigned)par->key_check, pcori_rt.pid);
 	step = "memfd_create";
 	rc = PCOR_ERR_SYSTEM;
 	p->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -884,7 +872,7 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	pcori_shm_hdr_t *h = m;
 	p->hdr = h;
 	h->version = PCORI_SHM_VERSION;
-	h->key_check = pcori_net.lim.key_check;
+	h->key_check = par->key_check;
 	h->nonce = p->nonce;
 	h->pid = pcori_rt.pid;
 	h->ospid = getpid();
@@ -936,13 +924,6 @@ int pcori_port_shm_open(int index, pcori_port_t **port_p)
 	p->base.read_above = (size_t)cfg->shm_eager_max;
 	p->base.can_read = shmp_cma_usable();
 
-	step = "membership hook";
-	pcori_lock(&hook_lock);
-	live = p;
-	pcori_unlock(&hook_lock);
-	rc = pcori_dir_hook_add(on_member, NULL);
-	if (rc)
-		goto err;
 	PCORI_INFO(PCORI_SUB_DISPATCH,
 		   "port %d: pcor-shm segment %s, network %s, %u slots of "
 		   "%u-byte rings, %u cells of %u bytes, single copy %s",

@@ -8,7 +8,6 @@
 #ifndef PCOR_PORT_SHM_PORT_H
 #define PCOR_PORT_SHM_PORT_H
 
-#include "../frag/net.h" /* pcori_net: frag_size, lim.key_check */
 #include "port.h"
 #include "shm.h"
 
