@@ -588,14 +588,8 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 	     prov && n->nports < PCORI_MAX_PORTS;
 	     prov = strtok_r(NULL, ",", &save)) {
 		int got = 0;
-		if (!strcmp(prov, "pcor-shm"))
-			got = pcori_port_shm_open(n->nports, &par,
-						  &n->ports[n->nports]) ==
-			      PCOR_OK;
-		else
-			pcori_port_ofi_open(prov, n->nports, &par,
-					    &n->ports[n->nports],
-					    PCORI_MAX_PORTS - n->nports, &got);
+		pcori_port_open(prov, n->nports, &par, &n->ports[n->nports],
+				PCORI_MAX_PORTS - n->nports, &got);
 		n->nports += got;
 	}
 	if (!n->nports) {

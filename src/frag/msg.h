@@ -5,8 +5,9 @@
  * streams (peer.c), remote thread creation (spawn.c) and the protocol's
  * entry points (its parts are the other files of src/frag, behind
  * proto.h).  The inter-process state itself is net.h; the dispatchers
- * that drive it are src/dispatch (dispatch.h), which this layer calls
- * only to wake them and to wait while making progress.
+ * that drive it are src/dispatch, which this layer never calls: block
+ * mode's send threads sleep on the timers' kick word (timers.c), and a
+ * wait that makes progress goes through the driving hooks (pcori_drive).
  *
  * Lock order (outer first): txstream -> peer rx lock -> match queue ->
  * MCB/DMA/handle-table internals.  A port's progress lock is taken by

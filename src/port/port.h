@@ -6,7 +6,7 @@
  * ports (src/dispatch); the protocol (src/frag) drives them only through
  * the operations table, so port kinds are interchangeable.
  *
- * Kinds, one file each:
+ * Kinds, one file each, found by name in port.c's table:
  *   ofi.c      libfabric: one RDM endpoint of one provider and domain
  *   shm.c      pcor-shm: the processes of this host through shared
  *              memory; shm_rx.c is its receiving side (both behind
@@ -242,6 +242,15 @@ struct pcori_port {
 	pcori_port_params_t par; /* as given at open */
 };
 
+/*
+ * Open the ports of the kind PCOR_PROVIDERS names (port.c): pcor-shm, or
+ * a libfabric provider (one port per domain), numbered from index, at
+ * most max, into ports_p; how many in *n_p.  PCOR_OK when any opened.
+ */
+int pcori_port_open(const char *name, int index,
+		    const pcori_port_params_t *par, pcori_port_t **ports_p,
+		    int max, int *n_p);
+/* The kinds' own opens (port.c's table). */
 int pcori_port_ofi_open(const char *provider, int index,
 			const pcori_port_params_t *par,
 			pcori_port_t **ports_p, int max, int *n_p);
