@@ -6,9 +6,10 @@
  * are never lost here.  Forwarded frames share that queue, bounded by
  * FWD_QUEUE_MAX.
  *
- * Locks: ctlq.lock guards the queue and is innermost: pcori_send_ctl is
- * called with a peer's rx_lock held, and pcori_ctlq_run calls the port's
- * sends under ctlq.lock.  Calls no other part of the protocol.
+ * Locks: ctlq.lock guards the queue and comes after every protocol lock:
+ * pcori_send_ctl is called with a peer's rx_lock held.  Only the port's
+ * send-side locks (leaves) are taken under it, by pcori_ctlq_run.  Calls
+ * no other part of the protocol.
  */
 #include "proto.h"
 

@@ -13,8 +13,10 @@
  * MCB/DMA/handle-table internals.  A port's progress lock is taken by
  * whoever polls that port and is held across protocol upcalls, so the
  * protocol code called from progress may take any of the locks above.
- * The route table's lock (route/table.c) may be taken under any of them
- * and takes none: only the directory's, when a build looks members up.
+ * The route table's lock (route/table.c) comes before all of them and
+ * is taken with at most a port's progress lock held: a rebuild holds it
+ * while it waits for the directory, whose thread takes the locks above
+ * when a peer is lost.
  */
 #ifndef PCOR_FRAG_MSG_H
 #define PCOR_FRAG_MSG_H
