@@ -9,14 +9,16 @@
  * mode's send threads sleep on the timers' kick word (timers.c), and a
  * wait that makes progress goes through the driving hooks (pcori_drive).
  *
- * Lock order (outer first): txstream -> peer rx lock -> match queue ->
- * MCB/DMA/handle-table internals.  A port's progress lock is taken by
- * whoever polls that port and is held across protocol upcalls, so the
- * protocol code called from progress may take any of the locks above.
- * The route table's lock (route/table.c) comes before all of them and
- * is taken with at most a port's progress lock held: a rebuild holds it
- * while it waits for the directory, whose thread takes the locks above
- * when a peer is lost.
+ * Lock order (outer first; the whole library's is in
+ * docs/architecture.md, "Locks"): a port's progress lock -> peer lock ->
+ * txstream -> peer rx lock -> match queue -> control queue -> the
+ * leaves (timers, peer table growth, spawn) -> port internals -> naming
+ * -> MCB/DMA/handle-table internals.  The progress lock is only ever
+ * tried, and held across protocol upcalls, so protocol code called from
+ * progress may take any of the locks after it.
+ * The route table's lock (route/table.c) is a leaf: a rebuild asks the
+ * directory with no lock held, since the directory's thread takes the
+ * locks above when a peer is lost.
  */
 #ifndef PCOR_FRAG_MSG_H
 #define PCOR_FRAG_MSG_H

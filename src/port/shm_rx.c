@@ -230,6 +230,7 @@ int shmp_drain(shm_port_t *p, uint32_t s)
 		uint64_t next;
 		int got = pcori_shm_ring_next(&ring, head, &rec, &next);
 		if (got < 0) {
+			pcori_rx_batch_end(&b); /* no receiving lock held */
 			rslot_broken(p, s, "record");
 			break;
 		}
@@ -257,6 +258,7 @@ int shmp_drain(shm_port_t *p, uint32_t s)
 			    rec.count == 0 ||
 			    rec.count > g->ncells - rec.first ||
 			    rec.len > (uint64_t)rec.count * g->cell_size) {
+				pcori_rx_batch_end(&b); /* no receiving lock held */
 				rslot_broken(p, s, "cell run");
 				break;
 			}

@@ -10,7 +10,8 @@
  * on the spot; otherwise whoever runs the timers rebuilds it once due
  * (pcori_routes_due), and dispatch then moves its peers onto it.  A
  * snapshot missing members not fetched yet gives a usable table that
- * stays stale, so it is built again 10 ms later.
+ * stays stale, so it is built again 10 ms later.  Builds run outside the
+ * table's lock (they may wait on the directory) and the newest view wins.
  */
 #include "route.h"
 
@@ -26,14 +27,17 @@ typedef struct retired_route {
  */
 static struct {
 	/*
-	 * Guards tab, members, n and retired.  Taken with at most a port's
-	 * progress lock held; a build looks members up in the directory
-	 * under it.
+	 * Guards tab, members, n, built and retired.  Held only to read or
+	 * install: a build asks the directory, which may wait on its agent
+	 * thread, and that thread can itself need a route (draining a
+	 * leaving peer's ring), so the build runs outside the lock.
 	 */
 	pcori_lock_t lock;
 	pcori_route_entry_t *tab;
 	pcori_member_t **members;
 	int n;
+	uint64_t built; /* the epoch the installed table was built in */
+	_Atomic uint64_t epoch; /* bumped by every membership change */
 	_Atomic bool stale;
 	_Atomic uint64_t retry_ns; /* partial table: rebuild after */
 	retired_route_t *retired;
@@ -74,10 +78,15 @@ int pcori_members_snapshot(pcori_member_t ***members_p, int *n_p)
 	return incomplete ? PCOR_INPROGRESS : PCOR_OK;
 }
 
-/* Recompute the table.  table.lock held. */
+/*
+ * Recompute the table from a fresh snapshot and install it, unless a
+ * build that began later already installed its own.  Called without
+ * table.lock.  Stale is cleared only by a complete view taken after the
+ * last membership change.
+ */
 static int table_build(void)
 {
-	PCORI_ASSERT_LOCKED(&table.lock);
+	uint64_t epoch = atomic_load(&table.epoch);
 	pcori_member_t **m;
 	int n;
 	int rc = pcori_members_snapshot(&m, &n);
@@ -91,11 +100,27 @@ static int table_build(void)
 		pcori_members_free(m, n);
 		return rc ? rc : PCOR_ERR_NOMEM;
 	}
+	pcori_lock(&table.lock);
+	if (table.tab && table.built > epoch) {
+		/* A newer view is in: ours is older, drop it. */
+		pcori_unlock(&table.lock);
+		free(tab);
+		pcori_members_free(m, n);
+		return incomplete ? PCOR_INPROGRESS : PCOR_OK;
+	}
 	pcori_members_free(table.members, table.n);
 	free(table.tab);
 	table.members = m;
 	table.tab = tab;
 	table.n = n;
+	table.built = epoch;
+	if (!incomplete && atomic_load(&table.epoch) == epoch) {
+		/* Cleared, then checked again: a change racing in marks anew. */
+		atomic_store(&table.stale, false);
+		if (atomic_load(&table.epoch) != epoch)
+			atomic_store(&table.stale, true);
+	}
+	pcori_unlock(&table.lock);
 	/* Built from a partial view: usable, but rebuilt on next use. */
 	if (incomplete)
 		return PCOR_INPROGRESS;
@@ -110,14 +135,22 @@ static int table_build(void)
 	return PCOR_OK;
 }
 
+/* Build the table first if it is missing, stale or shorter than pid. */
+static void table_fresh(int pid)
+{
+	pcori_lock(&table.lock);
+	bool build = !table.tab || pid >= table.n || atomic_load(&table.stale);
+	pcori_unlock(&table.lock);
+	if (build)
+		(void)table_build();
+}
+
 bool pcori_routes_lookup(int pid, pcori_route_entry_t *e_p,
 			 pcori_port_info_t *hop_port_p)
 {
 	bool ok = false;
+	table_fresh(pid);
 	pcori_lock(&table.lock);
-	if ((!table.tab || pid >= table.n || atomic_load(&table.stale)) &&
-	    table_build() == PCOR_OK)
-		atomic_store(&table.stale, false);
 	if (table.tab && pid < table.n && table.tab[pid].next_hop >= 0) {
 		*e_p = table.tab[pid];
 		const pcori_member_t *hop = table.members[e_p->next_hop];
@@ -132,10 +165,8 @@ bool pcori_routes_lookup(int pid, pcori_route_entry_t *e_p,
 
 int pcori_routes_copy(pcori_route_entry_t **tab_p, int *n_p)
 {
+	table_fresh(0);
 	pcori_lock(&table.lock);
-	if ((!table.tab || atomic_load(&table.stale)) &&
-	    table_build() == PCOR_OK)
-		atomic_store(&table.stale, false);
 	int n = table.tab ? table.n : 0;
 	pcori_route_entry_t *t = malloc(sizeof(*t) * (size_t)(n ? n : 1));
 	if (t && n)
@@ -150,6 +181,7 @@ int pcori_routes_copy(pcori_route_entry_t **tab_p, int *n_p)
 
 void pcori_routes_stale(void)
 {
+	atomic_fetch_add(&table.epoch, 1);
 	atomic_store(&table.retry_ns, 0);
 	atomic_store(&table.stale, true);
 }
@@ -163,13 +195,9 @@ bool pcori_routes_due(void)
 
 int pcori_routes_rebuild(void)
 {
-	pcori_lock(&table.lock);
 	int rc = table_build();
-	if (rc == PCOR_OK)
-		atomic_store(&table.stale, false);
-	else /* the view is partial or failed: not again at once */
+	if (rc != PCOR_OK) /* the view is partial or failed: not again at once */
 		atomic_store(&table.retry_ns, pcori_now_ns() + 10000000u);
-	pcori_unlock(&table.lock);
 	return rc;
 }
 
