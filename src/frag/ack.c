@@ -22,6 +22,8 @@
 #include "proto.h"
 
 #define ACK_EVERY 32u /* messages before an ack must go */
+/* Stall bounds a gap on a lossless hop stays open before it is lost. */
+#define LOSSLESS_GAP_STALLS 4u
 
 /*
  * A peer's counts of streams owing acks and streams with gaps are written
@@ -253,6 +255,10 @@ void pcori_gap_watch(pcori_peer_t *peer, pcori_rxstream_t *rs, uint32_t want)
 	rs->gap_want = want;
 	rs->gap_ns = pcori_now_ns();
 	rs->reasks = 0;
+	if (rs->gap_open != rs->gap_nacked) { /* a new gap, not asked again */
+		rs->gap_open = rs->gap_nacked;
+		rs->gap_since = rs->gap_ns;
+	}
 	if (pcori_list_empty(&rs->gap_link)) {
 		pcori_list_push_back(&peer->gaps, &rs->gap_link);
 		count_add(peer, &peer->ngaps, 1);
@@ -264,6 +270,7 @@ static void gap_unwatch(pcori_peer_t *peer, pcori_rxstream_t *rs)
 {
 	pcori_list_remove(&rs->gap_link);
 	pcori_list_init(&rs->gap_link);
+	rs->gap_open = 0;
 	count_add(peer, &peer->ngaps, -1);
 	atomic_fetch_sub(&pcori_net.gaps_pending, 1);
 }
@@ -281,6 +288,20 @@ static int gaps_reask(pcori_peer_t *peer, uint64_t now)
 		uint32_t seq, map;
 	} out[16];
 	int n = 0;
+	/*
+	 * A hop that cannot lose frames delivers a gap's message late, or
+	 * never: a fast message its sender kept no copy of, dropped here
+	 * (a malformed frame) or by the path.  Late is a provider that
+	 * reorders (rxm's own rendezvous for a large frame) under a load
+	 * that stalls connections for seconds, so the bound is four stall
+	 * bounds.  Past it the stream cannot go on, and the peer is failed
+	 * rather than left to hang every receive behind the gap.
+	 */
+	pcori_route_t *rt = pcori_peer_route(peer);
+	bool lossless = rt && rt->port->lossless;
+	uint64_t bound = LOSSLESS_GAP_STALLS * pcori_stall_bound_ns();
+	int dead_thid = -1;
+	uint32_t dead_seq = 0;
 	pcori_lock(&peer->rx_lock);
 	pcori_list_t *pos, *tmp;
 	pcori_list_foreach_safe (pos, tmp, &peer->gaps) {
@@ -295,6 +316,12 @@ static int gaps_reask(pcori_peer_t *peer, uint64_t now)
 				 << PCORI_MIN(rs->reasks, PCORI_REASK_SHIFT);
 		if (now - rs->gap_ns < quiet)
 			continue;
+		if (lossless && now - rs->gap_since >= bound) {
+			dead_thid = rs->thid;
+			dead_seq = missing;
+			gap_unwatch(peer, rs); /* failed once, not at every pass */
+			break;
+		}
 		if (n == (int)PCORI_ARRAY_LEN(out))
 			break;
 		out[n].thid = rs->thid;
@@ -305,8 +332,15 @@ static int gaps_reask(pcori_peer_t *peer, uint64_t now)
 		rs->reasks++;
 	}
 	pcori_unlock(&peer->rx_lock);
-	pcori_route_t *rt = n ? pcori_peer_route(peer) : NULL;
-	if (rt)
+	if (dead_thid >= 0) {
+		PCORI_WARN(PCORI_SUB_DISPATCH,
+			   "peer %d: message %u of its thread %d never came "
+			   "over a lossless path (asked for since %llu ms)",
+			   peer->pid, dead_seq, dead_thid,
+			   (unsigned long long)(bound / 1000000u));
+		pcori_port_peer_fault(rt->port, peer->pid);
+	}
+	if (n && rt)
 		atomic_fetch_add_explicit(&rt->port->st.nack_sent, (uint64_t)n,
 					  memory_order_relaxed);
 	for (int i = 0; i < n; i++)

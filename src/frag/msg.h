@@ -237,6 +237,13 @@ typedef struct pcori_rxstream {
 	uint64_t gap_ns;
 	uint32_t gap_want;
 	uint32_t reasks;
+	/*
+	 * The gap of gap_nacked was first asked for at gap_since (gap_open
+	 * is that gap_nacked; 0: none).  On a lossless hop, one open past
+	 * the stall bound lost a message its sender kept no copy of.
+	 */
+	uint64_t gap_since;
+	uint32_t gap_open;
 	bool throttled;         /* took an MCB outside the pool: acks stop */
 	uint32_t throttle_seq;  /* short of this seq until none is left */
 } pcori_rxstream_t;

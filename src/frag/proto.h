@@ -181,6 +181,11 @@ void pcori_fast_ack(const pcori_port_t *port, pcori_peer_t *peer,
  */
 void pcori_gap_watch(pcori_peer_t *peer, pcori_rxstream_t *rs, uint32_t want);
 /*
+ * How long a path may take nothing before it is given up: a send stream
+ * nothing acknowledges (retx.c), a gap on a lossless hop (ack.c).
+ */
+uint64_t pcori_stall_bound_ns(void);
+/*
  * Take one due ack of peer's to ride on a message: true with its cookie
  * (the message then carries PCORI_WF_HAS_ACK).  Stream lock held.
  */

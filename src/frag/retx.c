@@ -239,7 +239,7 @@ void pcori_acks_final_in(pcori_peer_t *peer, const uint8_t *b, size_t len)
  * broken, whatever the directory says (it may see the peer alive over
  * another network).
  */
-static uint64_t stall_bound_ns(void)
+uint64_t pcori_stall_bound_ns(void)
 {
 	uint64_t a = (uint64_t)pcori_rt.cfg.peer_timeout_ms * 2000000u;
 	uint64_t b = (uint64_t)pcori_rt.cfg.rto_ms * 4000000u;
@@ -317,7 +317,7 @@ int pcori_timers_run(void)
 				ts->stalled_ns = now;
 				ts->stall_heard = heard;
 			}
-			if (now - ts->stalled_ns >= stall_bound_ns() &&
+			if (now - ts->stalled_ns >= pcori_stall_bound_ns() &&
 			    lossy_route(ts->peer)) {
 				give_up(ts, now);
 				continue; /* unlocked; off every list */

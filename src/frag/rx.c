@@ -312,8 +312,12 @@ static void hold(pcori_port_t *port, pcori_peer_t *peer, pcori_rxstream_t *rs,
 				       map, PCORI_NACK_SELECTIVE, NULL);
 		}
 	}
-	/* Frames behind the gap at the head: the missing ones were lost. */
-	if (rs->nheld >= GAP_HELD)
+	/*
+	 * Frames behind the gap at the head: the missing ones were lost.  A
+	 * lossless hop asks at the first, so that a gap it can never fill
+	 * is watched (and given up) however few frames come behind it.
+	 */
+	if (rs->nheld >= GAP_HELD || port->lossless)
 		gap_nack(port, peer, rs);
 }
 

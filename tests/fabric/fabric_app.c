@@ -40,12 +40,17 @@
  *   fabric_app fast             small sends complete at once on lossless
  *                               ports; a ping-pong costs a frame per
  *                               message and an ack per 64
+ *   fabric_app fastgap          (lossless ports) a fast message of pid 1
+ *                               never arrives; pid 0's receive behind the
+ *                               gap fails with PCOR_ERR_PEER_LOST after
+ *                               four stall bounds, instead of hanging
  *
  * Each process prints "<case>: ok" when every check held.
  */
 #include "harness.h"
 #include "member_wait.h"
 #include "dispatch/dispatch.h"
+#include "frag/proto.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -1180,6 +1185,56 @@ static int run_stall(void)
 	return 0;
 }
 
+/* ----------------------------------------------------------- fastgap */
+
+/*
+ * A fast message carries no copy at its sender: one the receiver never
+ * gets (a frame dropped as malformed, a path that failed it) leaves a
+ * gap nothing can fill.  Pid 1 skips a sequence number of its stream to
+ * pid 0 as if that message had been lost on the way, then sends two
+ * more.  Pid 0 takes the message before the gap; its receive of the next
+ * one must end with PCOR_ERR_PEER_LOST after four stall bounds, not hang.
+ * Pid 1 waits, alive, for pid 0's word through the directory.
+ */
+static int run_fastgap(void)
+{
+	char buf[16];
+	if (me == 1) {
+		send_wait(0, 0, TAG_DATA, "before", 7);
+		pcori_peer_t *peer = pcori_peer_get(0);
+		CHECK(peer);
+		pcori_route_t *rt = pcori_peer_route(peer);
+		CHECK(rt && rt->port->lossless);
+		pcori_txstream_t *ts = atomic_load(&peer->tx[pcor_self_thid()]);
+		CHECK(ts);
+		pcori_lock(&ts->lock);
+		ts->next_seq++; /* the message that was lost */
+		pcori_unlock(&ts->lock);
+		send_wait(0, 0, TAG_DATA, "after1", 7);
+		send_wait(0, 0, TAG_DATA, "after2", 7);
+		int pid = -1;
+		CHECK_OK(pcor_name_lookup("fastgap-seen", 200 * 1000000000ll,
+					  &pid, NULL));
+		CHECK(pid == 0);
+		return 0;
+	}
+	recv_wait(1, 0, TAG_DATA, buf, sizeof(buf));
+	CHECK(!strcmp(buf, "before"));
+	pcor_handle_t h;
+	uint64_t t0 = pcori_now_ns();
+	CHECK_OK(pcor_recv_copy(1, 0, TAG_DATA, buf, sizeof(buf), NULL, &h));
+	CHECK_RC(pcor_handle_test(h, PCOR_BLOCK), PCOR_ERR_PEER_LOST);
+	uint64_t waited = pcori_now_ns() - t0;
+	printf("fastgap: the receive behind the gap failed after %llu ms "
+	       "(stall bound %llu ms)\n",
+	       (unsigned long long)(waited / 1000000u),
+	       (unsigned long long)(pcori_stall_bound_ns() / 1000000u));
+	/* Not before a lossless gap's bound, four stall bounds. */
+	CHECK(waited >= 4 * pcori_stall_bound_ns());
+	CHECK_OK(pcor_name_publish("fastgap-seen", 0, 0));
+	return 0;
+}
+
 /* ------------------------------------------------------------ badhdr */
 
 /* Garbage of every kind, straight onto the fabric, from pid 1. */
@@ -1366,6 +1421,8 @@ int main(int argc, char **argv)
 		rc = run_spawn(arg ? (int)arg : 1);
 	else if (!strcmp(c, "badhdr"))
 		rc = run_badhdr();
+	else if (!strcmp(c, "fastgap"))
+		rc = run_fastgap();
 	else if (!strcmp(c, "fast"))
 		rc = run_fast();
 	else if (!strcmp(c, "stall"))
@@ -1377,7 +1434,7 @@ int main(int argc, char **argv)
 	/* Nobody leaves while others may still talk to them. */
 	if (strcmp(c, "kill") && strncmp(c, "lostrecv", 8) &&
 	    strcmp(c, "finrecv") && strcmp(c, "stall") &&
-	    strcmp(c, "lastack")) {
+	    strcmp(c, "lastack") && strcmp(c, "fastgap")) {
 		if (me == 0) {
 			for (int p = 1; p < np; p++)
 				await(p, TAG_READY);

@@ -25,6 +25,11 @@
  *                      pid 0's segment and forges a slot; pid 0 survives,
  *                      counts it, fails its receive naming pid 2 (lost)
  *                      and keeps talking to pid 1
+ *   lastwords          3 processes: pid 1 stops pid 0, sends it small and
+ *                      medium messages, and dies by SIGKILL; pid 2 resumes
+ *                      pid 0 once the death is known; pid 0 then receives
+ *                      every message, intact and in order, and a receive
+ *                      naming pid 1 after them fails (lost)
  *
  * Waiting is on handles (and, where a background event is awaited, on a
  * bounded poll of its outcome); no sleeps stand in for events.
@@ -35,6 +40,7 @@
 #include "harness.h"
 
 #include "dispatch/dispatch.h"
+#include "member_wait.h"
 #include "port/shm.h"
 
 #include <errno.h>
@@ -1007,6 +1013,104 @@ static int run_stopcells(void)
 	return 0;
 }
 
+/* ------------------------------------------------ a dead peer's last words */
+
+/*
+ * What a process put in the channel before it died is delivered: pcor-shm
+ * keeps it in the receiver's ring (small records) or the sender's cells,
+ * which the receiver still maps.  Process 0 is stopped while process 1
+ * sends and dies, and resumed by process 2 only once the death is known,
+ * so the records are read after it (by whichever of the dispatcher or the
+ * membership hook comes first).
+ */
+#define LW_FAST 100
+#define LW_CELLS 6
+#define LW_CELL_LEN 4096
+#define LW_TAG 60
+
+static size_t lw_len(int i)
+{
+	return i < LW_FAST ? 8 + (size_t)(i % 57) : LW_CELL_LEN;
+}
+
+static uint8_t lw_byte(int i, size_t k)
+{
+	return (uint8_t)(i * 31 + (int)k * 7 + 1);
+}
+
+static int run_lastwords(void)
+{
+	CHECK(np == 3);
+	for (int q = 0; q < np; q++)
+		if (q != me)
+			CHECK(through_shm(q));
+	if (me != 1)
+		th_watch_failure(1);
+	barrier(98);
+	int32_t os = (int32_t)getpid();
+	pcor_handle_t h;
+	if (me == 0) {
+		/* Our OS pid to 1, which stops us, and to 2, which resumes. */
+		for (int q = 1; q <= 2; q++) {
+			CHECK_OK(pcor_send_copy(q, 0, LW_TAG + q, &os,
+						sizeof(os), &h));
+			CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		}
+		th_await_failure(60);
+		uint8_t *buf = xmalloc(LW_CELL_LEN);
+		for (int i = 0; i < LW_FAST + LW_CELLS; i++) {
+			pcor_msginfo_t mi;
+			memset(buf, 0, LW_CELL_LEN);
+			CHECK_OK(pcor_recv_copy(1, 0, LW_TAG, buf, LW_CELL_LEN,
+						&mi, &h));
+			CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+			CHECK(mi.size == lw_len(i));
+			for (size_t k = 0; k < mi.size; k++)
+				CHECK(buf[k] == lw_byte(i, k));
+		}
+		/* Nothing more comes from it: the next receive fails. */
+		CHECK_OK(pcor_recv_copy(1, 0, LW_TAG, buf, LW_CELL_LEN, NULL,
+					&h));
+		CHECK_RC(pcor_handle_test(h, PCOR_BLOCK), PCOR_ERR_PEER_LOST);
+		free(buf);
+		printf("lastwords: %d messages after the death\n",
+		       LW_FAST + LW_CELLS);
+		return 0;
+	}
+	int32_t os0 = 0;
+	CHECK_OK(pcor_recv_copy(0, 0, LW_TAG + me, &os0, sizeof(os0), NULL,
+				&h));
+	CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+	CHECK(os0 > 0);
+	if (me == 2) {
+		/* 1's word that it sent all, then its death: resume 0. */
+		uint8_t done;
+		CHECK_OK(pcor_recv_copy(1, 0, LW_TAG, &done, 1, NULL, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+		th_await_failure(60);
+		CHECK(kill(os0, SIGCONT) == 0);
+		return 0;
+	}
+	CHECK(kill(os0, SIGSTOP) == 0);
+	CHECK(proc_wait_state(os0, "Tt", 30 * SEC));
+	uint8_t *buf = xmalloc(LW_CELL_LEN);
+	for (int i = 0; i < LW_FAST + LW_CELLS; i++) {
+		size_t n = lw_len(i);
+		for (size_t k = 0; k < n; k++)
+			buf[k] = lw_byte(i, k);
+		/* In the channel is complete: 0 reads nothing meanwhile. */
+		CHECK_OK(pcor_send_copy(0, 0, LW_TAG, buf, n, &h));
+		CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+	}
+	uint8_t done = 1;
+	CHECK_OK(pcor_send_copy(2, 0, LW_TAG, &done, 1, &h));
+	CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+	free(buf);
+	kill(getpid(), SIGKILL);
+	CHECK(!"still alive after SIGKILL");
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -1039,6 +1143,8 @@ int main(int argc, char **argv)
 		rc = run_stopread();
 	else if (!strcmp(c, "stopcells"))
 		rc = run_stopcells();
+	else if (!strcmp(c, "lastwords"))
+		rc = run_lastwords();
 	else
 		SKIP("unknown case %s", c);
 	CHECK_OK(pcor_finalize());

@@ -23,6 +23,8 @@
 #   stopcells   the same for a medium message in the sender's cells,
 #               which the sender then cycles through messages to a third
 #               process: the receive ends intact or fails
+#   lastwords   a sender stops its receiver, sends and dies by SIGKILL;
+#               resumed after the death, the receiver gets every message
 # SHM_MAX (default 256m) caps the sizes cases; SHM_THREADS (250) the
 # threads per process of alltoall.
 set -u
@@ -148,6 +150,15 @@ stopcells)
 	expect_ok stopcells 3
 	grep -Eq "stopcells: (receive ended with PEER_LOST|completed, 0 bytes)" \
 		"$tmp/out" || fail "process 0 did not end its receive" ;;
+lastwords)
+	# Process 0 is stopped while 1 sends and dies: a long peer timeout,
+	# so that 0 is not taken for lost in the meantime on a slow machine.
+	PCOR_PROVIDERS=pcor-shm PCOR_PEER_TIMEOUT_MS=30000 \
+		run_job 137 $((120 * mult)) "$pcorrun" -n 3 --keep-going \
+		--tag-output "$app" lastwords "$marker"
+	expect_ok lastwords 2
+	grep -q "process 1 .*killed by signal 9" "$tmp/err" ||
+		fail "pid 1 did not die by SIGKILL" ;;
 *)
 	echo "unknown case $case_"; exit 2 ;;
 esac
