@@ -312,16 +312,17 @@ static int gaps_reask(pcori_peer_t *peer, uint64_t now)
 			gap_unwatch(peer, rs);
 			continue;
 		}
-		uint64_t quiet = (uint64_t)PCORI_REASK_NS
-				 << PCORI_MIN(rs->reasks, PCORI_REASK_SHIFT);
-		if (now - rs->gap_ns < quiet)
-			continue;
+		/* Whether or not its sender is quiet: it may send on. */
 		if (lossless && now - rs->gap_since >= bound) {
 			dead_thid = rs->thid;
 			dead_seq = missing;
 			gap_unwatch(peer, rs); /* failed once, not at every pass */
 			break;
 		}
+		uint64_t quiet = (uint64_t)PCORI_REASK_NS
+				 << PCORI_MIN(rs->reasks, PCORI_REASK_SHIFT);
+		if (now - rs->gap_ns < quiet)
+			continue;
 		if (n == (int)PCORI_ARRAY_LEN(out))
 			break;
 		out[n].thid = rs->thid;
