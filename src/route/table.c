@@ -100,6 +100,15 @@ static int table_build(void)
 		pcori_members_free(m, n);
 		return rc ? rc : PCOR_ERR_NOMEM;
 	}
+	/* Logged while still ours: once installed, a later build frees it. */
+	if (!incomplete && pcori_log_enabled(PCORI_LOG_INFO, PCORI_SUB_ROUTE))
+		for (int pid = 0; pid < n; pid++)
+			if (pid != pcori_rt.pid)
+				PCORI_INFO(PCORI_SUB_ROUTE,
+					   "route to %d: next hop %d, %d hops, "
+					   "cost %d, our port %d",
+					   pid, tab[pid].next_hop, tab[pid].hops,
+					   tab[pid].cost, tab[pid].port);
 	pcori_lock(&table.lock);
 	if (table.tab && table.built > epoch) {
 		/* A newer view is in: ours is older, drop it. */
@@ -122,17 +131,7 @@ static int table_build(void)
 	}
 	pcori_unlock(&table.lock);
 	/* Built from a partial view: usable, but rebuilt on next use. */
-	if (incomplete)
-		return PCOR_INPROGRESS;
-	if (pcori_log_enabled(PCORI_LOG_INFO, PCORI_SUB_ROUTE))
-		for (int pid = 0; pid < n; pid++)
-			if (pid != pcori_rt.pid)
-				PCORI_INFO(PCORI_SUB_ROUTE,
-					   "route to %d: next hop %d, %d hops, "
-					   "cost %d, our port %d",
-					   pid, tab[pid].next_hop, tab[pid].hops,
-					   tab[pid].cost, tab[pid].port);
-	return PCOR_OK;
+	return incomplete ? PCOR_INPROGRESS : PCOR_OK;
 }
 
 /* Build the table first if it is missing, stale or shorter than pid. */
