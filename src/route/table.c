@@ -36,7 +36,8 @@ static struct {
 	pcori_route_entry_t *tab;
 	pcori_member_t **members;
 	int n;
-	uint64_t built; /* the epoch the installed table was built in */
+	uint64_t built; /* the ticket of the build installed */
+	_Atomic uint64_t tickets; /* one per build, taken before its view */
 	_Atomic uint64_t epoch; /* bumped by every membership change */
 	_Atomic bool stale;
 	_Atomic uint64_t retry_ns; /* partial table: rebuild after */
@@ -80,13 +81,15 @@ int pcori_members_snapshot(pcori_member_t ***members_p, int *n_p)
 
 /*
  * Recompute the table from a fresh snapshot and install it, unless a
- * build that began later already installed its own.  Called without
- * table.lock.  Stale is cleared only by a complete view taken after the
- * last membership change.
+ * build that began later already installed its own (its view is newer:
+ * builds install in the order they began, as if they ran one at a
+ * time).  Called without table.lock.  Stale is cleared only by a
+ * complete view taken after the last membership change.
  */
 static int table_build(void)
 {
 	uint64_t epoch = atomic_load(&table.epoch);
+	uint64_t ticket = atomic_fetch_add(&table.tickets, 1) + 1;
 	pcori_member_t **m;
 	int n;
 	int rc = pcori_members_snapshot(&m, &n);
@@ -110,7 +113,7 @@ static int table_build(void)
 					   pid, tab[pid].next_hop, tab[pid].hops,
 					   tab[pid].cost, tab[pid].port);
 	pcori_lock(&table.lock);
-	if (table.tab && table.built > epoch) {
+	if (table.tab && table.built > ticket) {
 		/* A newer view is in: ours is older, drop it. */
 		pcori_unlock(&table.lock);
 		free(tab);
@@ -122,7 +125,7 @@ static int table_build(void)
 	table.members = m;
 	table.tab = tab;
 	table.n = n;
-	table.built = epoch;
+	table.built = ticket;
 	if (!incomplete && atomic_load(&table.epoch) == epoch) {
 		/* Cleared, then checked again: a change racing in marks anew. */
 		atomic_store(&table.stale, false);
