@@ -1050,8 +1050,11 @@ static int run_lastwords(void)
 	int32_t os = (int32_t)getpid();
 	pcor_handle_t h;
 	if (me == 0) {
-		/* Our OS pid to 1, which stops us, and to 2, which resumes. */
-		for (int q = 1; q <= 2; q++) {
+		/*
+		 * Our OS pid to 2, which resumes us, then to 1, which stops
+		 * us: in that order, or 1 could stop us before 2 has it.
+		 */
+		for (int q = 2; q >= 1; q--) {
 			CHECK_OK(pcor_send_copy(q, 0, LW_TAG + q, &os,
 						sizeof(os), &h));
 			CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
