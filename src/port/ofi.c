@@ -8,9 +8,9 @@
  *    operation's context starts with a pcori_ctx_t saying what it is.
  *  - Receive buffers are a few large slabs posted with FI_MULTI_RECV when
  *    the provider has it and gets it right (each slab takes many
- *    messages), else many buffers of one fragment each.  The protocol copies every arrival out
- *    before the upcall returns, so a slab is reposted as soon as the
- *    provider releases it.
+ *    messages), else many buffers of one fragment each.  The protocol
+ *    copies every arrival out before the upcall returns, so a slab is
+ *    reposted as soon as the provider releases it.
  *  - The whole DMA range is registered once for remote reads, so a
  *    rendezvous from DMA memory needs no registration at send time.  We
  *    ask only for memory-registration modes that do not pin (no

@@ -23,7 +23,8 @@ typedef struct retired_route {
 /*
  * The table from this process, and the member entries it was computed
  * from (next hops' addresses come from them).  Rebuilt when membership
- * changes.  All zero when no table was built (a valid unlocked lock).
+ * changes.  Zero but `clean` before the first build (a valid unlocked
+ * lock).
  */
 static struct {
 	/*
@@ -39,10 +40,14 @@ static struct {
 	uint64_t built; /* the ticket of the build installed */
 	_Atomic uint64_t tickets; /* one per build, taken before its view */
 	_Atomic uint64_t epoch; /* bumped by every membership change */
-	_Atomic bool stale;
+	/*
+	 * epoch + 1 of the newest complete view installed (0: none): the
+	 * table is stale while it differs from epoch + 1.
+	 */
+	_Atomic uint64_t clean;
 	_Atomic uint64_t retry_ns; /* partial table: rebuild after */
 	retired_route_t *retired;
-} table;
+} table = {.clean = 1}; /* no table, and none due until a change */
 
 void pcori_members_free(pcori_member_t **members, int n)
 {
@@ -126,22 +131,24 @@ static int table_build(void)
 	table.tab = tab;
 	table.n = n;
 	table.built = ticket;
-	if (!incomplete && atomic_load(&table.epoch) == epoch) {
-		/* Cleared, then checked again: a change racing in marks anew. */
-		atomic_store(&table.stale, false);
-		if (atomic_load(&table.epoch) != epoch)
-			atomic_store(&table.stale, true);
-	}
+	if (!incomplete)
+		atomic_store(&table.clean, epoch + 1);
 	pcori_unlock(&table.lock);
 	/* Built from a partial view: usable, but rebuilt on next use. */
 	return incomplete ? PCOR_INPROGRESS : PCOR_OK;
+}
+
+static bool table_stale(void)
+{
+	return atomic_load_explicit(&table.clean, memory_order_relaxed) !=
+	       atomic_load_explicit(&table.epoch, memory_order_relaxed) + 1;
 }
 
 /* Build the table first if it is missing, stale or shorter than pid. */
 static void table_fresh(int pid)
 {
 	pcori_lock(&table.lock);
-	bool build = !table.tab || pid >= table.n || atomic_load(&table.stale);
+	bool build = !table.tab || pid >= table.n || table_stale();
 	pcori_unlock(&table.lock);
 	if (build)
 		(void)table_build();
@@ -183,15 +190,13 @@ int pcori_routes_copy(pcori_route_entry_t **tab_p, int *n_p)
 
 void pcori_routes_stale(void)
 {
-	atomic_fetch_add(&table.epoch, 1);
 	atomic_store(&table.retry_ns, 0);
-	atomic_store(&table.stale, true);
+	atomic_fetch_add(&table.epoch, 1);
 }
 
 bool pcori_routes_due(void)
 {
-	return PCORI_UNLIKELY(atomic_load_explicit(&table.stale,
-						   memory_order_relaxed)) &&
+	return PCORI_UNLIKELY(table_stale()) &&
 	       pcori_now_ns() >= atomic_load(&table.retry_ns);
 }
 
