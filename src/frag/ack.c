@@ -295,10 +295,13 @@ static int gaps_reask(pcori_peer_t *peer, uint64_t now)
 	 * reorders (rxm's own rendezvous for a large frame) under a load
 	 * that stalls connections for seconds, so the bound is four stall
 	 * bounds.  Past it the stream cannot go on, and the peer is failed
-	 * rather than left to hang every receive behind the gap.
+	 * rather than left to hang every receive behind the gap.  Only a
+	 * direct route carries fast messages (tx.c): through a gateway the
+	 * sender keeps a copy and resends it, however late (a gateway's
+	 * death costs a peer timeout, a new route and backed-off resends).
 	 */
 	pcori_route_t *rt = pcori_peer_route(peer);
-	bool lossless = rt && rt->port->lossless;
+	bool lossless = rt && rt->port->lossless && rt->hops == 1;
 	uint64_t bound = LOSSLESS_GAP_STALLS * pcori_stall_bound_ns();
 	int dead_thid = -1;
 	uint32_t dead_seq = 0;
