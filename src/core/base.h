@@ -101,6 +101,14 @@ _Noreturn void pcori_panic(const char *file, int line, const char *what);
 /* Monotonic time in nanoseconds. */
 uint64_t pcori_now_ns(void);
 /*
+ * Time from t to now, 0 if t is later: a `now` read before a pass may
+ * precede a stamp another thread made meanwhile.
+ */
+static inline uint64_t pcori_elapsed_ns(uint64_t now, uint64_t t)
+{
+	return now > t ? now - t : 0;
+}
+/*
  * How long a wait until deadline (UINT64_MAX: none) may sleep: *left_p is
  * the nanoseconds left, -1 for no bound.  PCOR_ERR_TIMEDOUT once passed.
  */

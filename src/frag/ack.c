@@ -305,6 +305,7 @@ static int gaps_reask(pcori_peer_t *peer, uint64_t now)
 	uint64_t bound = LOSSLESS_GAP_STALLS * pcori_stall_bound_ns();
 	int dead_thid = -1;
 	uint32_t dead_seq = 0;
+	uint64_t dead_open = 0;
 	pcori_lock(&peer->rx_lock);
 	pcori_list_t *pos, *tmp;
 	pcori_list_foreach_safe (pos, tmp, &peer->gaps) {
@@ -316,15 +317,16 @@ static int gaps_reask(pcori_peer_t *peer, uint64_t now)
 			continue;
 		}
 		/* Whether or not its sender is quiet: it may send on. */
-		if (lossless && now - rs->gap_since >= bound) {
+		if (lossless && pcori_elapsed_ns(now, rs->gap_since) >= bound) {
 			dead_thid = rs->thid;
 			dead_seq = missing;
+			dead_open = pcori_elapsed_ns(now, rs->gap_since);
 			gap_unwatch(peer, rs); /* failed once, not at every pass */
 			break;
 		}
 		uint64_t quiet = (uint64_t)PCORI_REASK_NS
 				 << PCORI_MIN(rs->reasks, PCORI_REASK_SHIFT);
-		if (now - rs->gap_ns < quiet)
+		if (pcori_elapsed_ns(now, rs->gap_ns) < quiet)
 			continue;
 		if (n == (int)PCORI_ARRAY_LEN(out))
 			break;
@@ -341,7 +343,7 @@ static int gaps_reask(pcori_peer_t *peer, uint64_t now)
 			   "peer %d: message %u of its thread %d never came "
 			   "over a lossless path (asked for since %llu ms)",
 			   peer->pid, dead_seq, dead_thid,
-			   (unsigned long long)(bound / 1000000u));
+			   (unsigned long long)(dead_open / 1000000u));
 		pcori_port_peer_fault(rt->port, peer->pid);
 	}
 	if (n && rt)

@@ -271,7 +271,8 @@ static void give_up(pcori_txstream_t *ts, uint64_t now)
 		   "path despite %u resends: failing its thread %d's messages "
 		   "(unreachable)",
 		   ts->peer->pid,
-		   (unsigned long long)((now - ts->stalled_ns) / 1000000u),
+		   (unsigned long long)(pcori_elapsed_ns(now, ts->stalled_ns) /
+						 1000000u),
 		   ts->rto_shift, ts->thid);
 	ts->rto_shift = 0;
 	pcori_unlock(&ts->lock);
@@ -317,7 +318,8 @@ int pcori_timers_run(void)
 				ts->stalled_ns = now;
 				ts->stall_heard = heard;
 			}
-			if (now - ts->stalled_ns >= pcori_stall_bound_ns() &&
+			if (pcori_elapsed_ns(now, ts->stalled_ns) >=
+				pcori_stall_bound_ns() &&
 			    lossy_route(ts->peer)) {
 				give_up(ts, now);
 				continue; /* unlocked; off every list */
