@@ -22,7 +22,7 @@
 #include "proto.h"
 
 #define ACK_EVERY 32u /* messages before an ack must go */
-/* Stall bounds a gap on a lossless hop stays open before it is lost. */
+/* Stall bounds a gap on a fast route stays open before it is lost. */
 #define LOSSLESS_GAP_STALLS 4u
 
 /*
@@ -289,19 +289,19 @@ static int gaps_reask(pcori_peer_t *peer, uint64_t now)
 	} out[16];
 	int n = 0;
 	/*
-	 * A hop that cannot lose frames delivers a gap's message late, or
-	 * never: a fast message its sender kept no copy of, dropped here
-	 * (a malformed frame) or by the path.  Late is a provider that
-	 * reorders (rxm's own rendezvous for a large frame) under a load
-	 * that stalls connections for seconds, so the bound is four stall
-	 * bounds.  Past it the stream cannot go on, and the peer is failed
-	 * rather than left to hang every receive behind the gap.  Only a
-	 * direct route carries fast messages (tx.c): through a gateway the
-	 * sender keeps a copy and resends it, however late (a gateway's
-	 * death costs a peer timeout, a new route and backed-off resends).
+	 * A route of fast messages (pcori_route_fast) delivers a gap's
+	 * message late, or never: a fast message its sender kept no copy
+	 * of, dropped here (a malformed frame) or by the path.  Late is a
+	 * provider that reorders (rxm's own rendezvous for a large frame)
+	 * under a load that stalls connections for seconds, so the bound is
+	 * four stall bounds.  Past it the stream cannot go on, and the peer
+	 * is failed rather than left to hang every receive behind the gap.
+	 * Elsewhere (through a gateway) the sender kept a copy and resends
+	 * it, however late: a gateway's death costs a peer timeout, a new
+	 * route and backed-off resends.
 	 */
 	pcori_route_t *rt = pcori_peer_route(peer);
-	bool lossless = rt && rt->port->lossless && rt->hops == 1;
+	bool fast_route = pcori_route_fast(rt);
 	uint64_t bound = LOSSLESS_GAP_STALLS * pcori_stall_bound_ns();
 	int dead_thid = -1;
 	uint32_t dead_seq = 0;
@@ -317,10 +317,11 @@ static int gaps_reask(pcori_peer_t *peer, uint64_t now)
 			continue;
 		}
 		/* Whether or not its sender is quiet: it may send on. */
-		if (lossless && pcori_elapsed_ns(now, rs->gap_since) >= bound) {
+		uint64_t open = pcori_elapsed_ns(now, rs->gap_since);
+		if (fast_route && open >= bound) {
 			dead_thid = rs->thid;
 			dead_seq = missing;
-			dead_open = pcori_elapsed_ns(now, rs->gap_since);
+			dead_open = open;
 			gap_unwatch(peer, rs); /* failed once, not at every pass */
 			break;
 		}

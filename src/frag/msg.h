@@ -339,6 +339,16 @@ static inline pcori_route_t *pcori_peer_route(pcori_peer_t *peer)
 }
 
 /*
+ * Whether rt may carry fast messages (sent with no copy kept): one hop
+ * that cannot lose frames.  Through a gateway, what the gateway held when
+ * it died is lost, so there the sender keeps copies and resends.
+ */
+static inline bool pcori_route_fast(const pcori_route_t *rt)
+{
+	return rt && rt->port->lossless && rt->hops == 1;
+}
+
+/*
  * Slot i of the peer array: filled once under peers_lock, read without
  * it, so both sides go through atomics.
  */

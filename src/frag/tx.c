@@ -523,7 +523,7 @@ int pcori_remote_send(pcori_req_kind_t kind, int pid, int thid, int tag,
 	pcori_route_t *rt = pcori_peer_route(peer);
 	const bool rndv = goes_rndv(rt, len);
 	if (len <= pcori_net.fast_max && !rndv) {
-		if (PCORI_LIKELY(rt && rt->port->lossless && rt->hops == 1 &&
+		if (PCORI_LIKELY(pcori_route_fast(rt) &&
 				 len <= rt->port->fast_max)) {
 			rc = fast_send(ts, rt, kind, thid, tag, ctx, buf, len,
 				       flags, h_p);
