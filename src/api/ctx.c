@@ -117,6 +117,9 @@ PCOR_API int pcori_ctx_probe(int qthid, int pid, int thid, int tag,
 
 PCOR_API int pcori_ctx_cancel(pcor_handle_t h)
 {
+	/* A done token is a send already complete: nothing to cancel. */
+	if (pcori_req_is_token(h))
+		return pcori_req_token_test(h, false) ? PCOR_ERR_BADHANDLE : 0;
 	pcori_req_t *r = pcori_req_lookup(h, NULL);
 	if (!r)
 		return PCOR_ERR_BADHANDLE;

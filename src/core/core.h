@@ -255,6 +255,21 @@ void pcori_req_free(pcori_req_t *req);
 /* The handle value naming req. */
 pcor_handle_t pcori_req_handle(const pcori_req_t *req);
 /*
+ * A done token: the handle of a send that completed inside its call, for
+ * the calling pcor thread; 0 when none is free (take a request).  Its test
+ * returns PCOR_OK once, then PCOR_ERR_BADHANDLE.  undo: the handle never
+ * reached the user.
+ */
+pcor_handle_t pcori_req_done_handle(void);
+void pcori_req_done_undo(pcor_handle_t h);
+#define PCORI_TOKEN_BIT (1u << 30)
+static inline bool pcori_req_is_token(pcor_handle_t h)
+{
+	return h > 0 && ((uint32_t)h & PCORI_TOKEN_BIT);
+}
+/* consume: the test that reports it; else whether it is still live. */
+int pcori_req_token_test(pcor_handle_t h, bool consume);
+/*
  * Look up a live handle; NULL if unknown, stale or released.  *gen_p
  * (may be NULL) receives the generation seen, for a later release.
  */
@@ -332,6 +347,7 @@ typedef struct pcori_tls {
 	uint32_t ncache;  /* free handle indexes cached here */
 	uint32_t cache[PCORI_TLS_CACHE];
 	uint64_t wait_avg_ns; /* recent waits on other processes (handle.c) */
+	uint32_t tok_next;    /* next done token to try (handle.c) */
 } pcori_tls_t;
 
 extern _Thread_local pcori_tls_t pcori_tls;

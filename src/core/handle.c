@@ -12,10 +12,16 @@
  *    biased (PCORI_LOCK_BIAS) it does so under the slot's own lock
  *    instead: slots are reused LIFO by the thread that tests them, so the
  *    lock becomes biased to that thread and a release costs it no locked
- *    instruction.  The 11 generation bits in the handle make a
- *    stale handle look valid only after 2047 reuses of its slot.  The slot
- *    keeps the generation its handles carry (hgen, 1..2047, one step per
+ *    instruction.  The 10 generation bits in the handle make a
+ *    stale handle look valid only after 1023 reuses of its slot.  The slot
+ *    keeps the generation its handles carry (hgen, 1..1023, one step per
  *    use), so making and checking a handle costs no division.
+ *  - A send that completed inside its call (the lossless fast path) takes
+ *    no slot: its handle is a done token (bit 30 set, which no slot's
+ *    handle has), one of PCORI_TOKEN_SLOTS words per thread that the
+ *    sender sets and the test clears with a CAS.  That keeps the rule of
+ *    one status per handle and PCOR_ERR_BADHANDLE after it, for a small
+ *    fraction of a slot's cost on the hop's path.
  *  - Free slots are kept per pcor thread (a small LIFO in TLS, hot in
  *    cache) in front of one global stack under a lock.  The table is
  *    sized for PCOR_MAX_HANDLES plus every thread's cache.
@@ -31,7 +37,7 @@
 #define PCORI_HINDEX_MASK ((1u << PCORI_HINDEX_BITS) - 1)
 #define PCORI_HCHUNK_SHIFT 12
 #define PCORI_HCHUNK (1u << PCORI_HCHUNK_SHIFT)
-#define PCORI_HGEN_SPAN 2047u
+#define PCORI_HGEN_SPAN 1023u
 #define PCORI_TLS_BATCH 32u
 
 static struct {
@@ -44,6 +50,94 @@ static struct {
 } ht;
 
 _Thread_local pcori_tls_t pcori_tls __attribute__((tls_model("initial-exec")));
+
+/*
+ * Done tokens.  A token's handle is bit 30 | gen | thid | slot, the
+ * generation taking the bits the thread ids leave (8 of them at 65536
+ * threads, 12 at the default 4096).  Its word is gen << 1 | 1 while
+ * untested; only the sending thread sets it, any tester clears it.
+ */
+#define PCORI_TOKEN_SHIFT 6u
+#define PCORI_TOKEN_SLOTS (1u << PCORI_TOKEN_SHIFT)
+_Static_assert((PCORI_HGEN_SPAN + 1) << PCORI_HINDEX_BITS <= PCORI_TOKEN_BIT,
+	       "a slot's handle would look like a done token");
+
+static struct {
+	_Atomic uint32_t *words; /* PCORI_TOKEN_SLOTS per thread id */
+	uint32_t nthreads;
+	uint32_t thid_bits;
+	uint32_t gen_mask;
+} tok;
+
+static int token_init(uint32_t max_threads)
+{
+	uint32_t bits = 1;
+	while (bits < 16 && (1u << bits) < max_threads)
+		bits++;
+	tok.thid_bits = bits;
+	tok.gen_mask = (1u << (30 - PCORI_TOKEN_SHIFT - bits)) - 1;
+	tok.nthreads = max_threads;
+	/* Untouched pages of a large calloc cost nothing. */
+	tok.words = calloc((size_t)max_threads * PCORI_TOKEN_SLOTS,
+			   sizeof(*tok.words));
+	return tok.words ? PCOR_OK : PCOR_ERR_NOMEM;
+}
+
+pcor_handle_t pcori_req_done_handle(void)
+{
+	pcori_tls_t *t = &pcori_tls;
+	uint32_t thid = (uint32_t)t->thid_plus1 - 1;
+	if (PCORI_UNLIKELY(thid >= tok.nthreads))
+		return 0;
+	uint32_t i = t->tok_next++ & (PCORI_TOKEN_SLOTS - 1);
+	_Atomic uint32_t *w = &tok.words[thid * PCORI_TOKEN_SLOTS + i];
+	uint32_t v = atomic_load_explicit(w, memory_order_relaxed);
+	if (PCORI_UNLIKELY(v & 1))
+		return 0; /* that one is still untested: take a slot */
+	uint32_t g = ((v >> 1) + 1) & tok.gen_mask;
+	atomic_store_explicit(w, g << 1 | 1, memory_order_release);
+	return (pcor_handle_t)(PCORI_TOKEN_BIT |
+			       g << (tok.thid_bits + PCORI_TOKEN_SHIFT) |
+			       thid << PCORI_TOKEN_SHIFT | i);
+}
+
+/* The word of token h and its untested value; NULL if h cannot be one. */
+static _Atomic uint32_t *token_word(pcor_handle_t h, uint32_t *want_p)
+{
+	uint32_t u = (uint32_t)h & ~PCORI_TOKEN_BIT;
+	uint32_t thid = (u >> PCORI_TOKEN_SHIFT) & ((1u << tok.thid_bits) - 1);
+	if (!tok.words || thid >= tok.nthreads)
+		return NULL;
+	*want_p = (u >> (tok.thid_bits + PCORI_TOKEN_SHIFT)) << 1 | 1;
+	return &tok.words[thid * PCORI_TOKEN_SLOTS +
+			  (u & (PCORI_TOKEN_SLOTS - 1))];
+}
+
+void pcori_req_done_undo(pcor_handle_t h)
+{
+	uint32_t want;
+	_Atomic uint32_t *w = token_word(h, &want);
+	if (w)
+		atomic_store_explicit(w, want & ~1u, memory_order_relaxed);
+}
+
+/* consume: the test that reports it (once); else only whether it is live. */
+int pcori_req_token_test(pcor_handle_t h, bool consume)
+{
+	uint32_t want;
+	_Atomic uint32_t *w = token_word(h, &want);
+	if (!w)
+		return PCOR_ERR_BADHANDLE;
+	if (!consume)
+		return atomic_load_explicit(w, memory_order_acquire) == want
+			   ? PCOR_OK
+			   : PCOR_ERR_BADHANDLE;
+	return atomic_compare_exchange_strong_explicit(
+		   w, &want, want & ~1u, memory_order_acq_rel,
+		   memory_order_relaxed)
+		   ? PCOR_OK
+		   : PCOR_ERR_BADHANDLE;
+}
 
 int pcori_htable_init(uint32_t max_handles, uint32_t max_threads)
 {
@@ -64,9 +158,11 @@ int pcori_htable_init(uint32_t max_handles, uint32_t max_threads)
 	ht.max = max;
 	ht.chunks = calloc(max / PCORI_HCHUNK, sizeof(*ht.chunks));
 	ht.free = malloc(sizeof(uint32_t) * max);
-	if (!ht.chunks || !ht.free) {
+	if (!ht.chunks || !ht.free || token_init(max_threads)) {
 		free(ht.chunks);
 		free(ht.free);
+		free(tok.words);
+		memset(&tok, 0, sizeof(tok));
 		return PCOR_ERR_NOMEM;
 	}
 	return PCOR_OK;
@@ -80,6 +176,8 @@ void pcori_htable_fini(void)
 	free(ht.chunks);
 	free(ht.free);
 	memset(&ht, 0, sizeof(ht));
+	free(tok.words);
+	memset(&tok, 0, sizeof(tok));
 	pcori_tls.ncache = 0;
 }
 
@@ -502,6 +600,8 @@ static int handle_wait(pcor_handle_t h, bool block, int64_t timeout_ns)
 	int rc = pcori_rt_check();
 	if (PCORI_UNLIKELY(rc))
 		return rc;
+	if (pcori_req_is_token(h))
+		return pcori_req_token_test(h, true);
 	uint32_t gen;
 	pcori_req_t *r = pcori_req_lookup(h, &gen);
 	if (PCORI_UNLIKELY(!r))

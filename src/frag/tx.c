@@ -457,8 +457,10 @@ static int fast_send(pcori_txstream_t *ts, const pcori_route_t *rt,
 		     pcor_handle_t *h_p)
 {
 	pcori_port_t *p = rt->port;
-	pcori_req_t *s = pcori_req_alloc();
-	if (PCORI_UNLIKELY(!s))
+	/* Complete at once: a done token, a request only when none is free. */
+	pcor_handle_t h = pcori_req_done_handle();
+	pcori_req_t *s = h ? NULL : pcori_req_alloc();
+	if (PCORI_UNLIKELY(!h && !s))
 		return PCOR_ERR_AGAIN;
 	int rc = PCOR_ERR_AGAIN;
 	pcori_lock(&ts->lock);
@@ -489,12 +491,19 @@ static int fast_send(pcori_txstream_t *ts, const pcori_route_t *rt,
 	}
 	pcori_unlock(&ts->lock);
 	if (PCORI_UNLIKELY(rc)) {
-		pcori_req_free(s);
+		if (s)
+			pcori_req_free(s);
+		else
+			pcori_req_done_undo(h);
 		return rc;
 	}
 	/* The bytes are in the channel: the buffer is the caller's again. */
 	if (kind == PCORI_REQ_SEND_DMA && (flags & PCOR_SEND_HANDOVER))
 		pcori_dma_free((void *)buf);
+	if (PCORI_LIKELY(h)) {
+		*h_p = h;
+		return PCOR_OK;
+	}
 	s->kind = (uint16_t)kind;
 	s->pid = ts->peer->pid;
 	s->thid = thid;

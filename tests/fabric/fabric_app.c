@@ -1097,9 +1097,13 @@ static int run_fast(void)
 		uint64_t v = 0x0123456789abcdefull;
 		CHECK_OK(pcor_send_copy(0, 0, TAG_DATA, &v, sizeof(v), &h));
 		int rc = pcor_handle_test(h, PCOR_NONBLOCK);
-		if (port->lossless)
+		if (port->lossless) {
 			CHECK_OK(rc);
-		else if (rc == PCOR_INPROGRESS)
+			/* A done token: its status once, then it is gone. */
+			CHECK(pcori_req_is_token(h));
+			CHECK_RC(pcor_handle_test(h, PCOR_BLOCK),
+				 PCOR_ERR_BADHANDLE);
+		} else if (rc == PCOR_INPROGRESS)
 			CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
 		else
 			CHECK_OK(rc);
