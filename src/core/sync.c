@@ -147,7 +147,8 @@ static void heavy_counted(void)
 	uint64_t now = pcori_now_ns();
 	uint64_t since = atomic_load_explicit(&heavy_since,
 					      memory_order_relaxed);
-	if (pcori_elapsed_ns(now, since) < fence_auto.window_ns)
+	uint64_t elapsed = pcori_elapsed_ns(now, since);
+	if (elapsed < fence_auto.window_ns)
 		return;
 	/* A window ended: busy, and right after the last one?  (Races
 	 * between sleepers here only blur one window's count.) */
@@ -155,8 +156,7 @@ static void heavy_counted(void)
 	uint32_t n = atomic_exchange_explicit(&heavy_calls, 0,
 					      memory_order_relaxed);
 	uint32_t busy = 0;
-	if (n >= fence_auto.calls &&
-	    pcori_elapsed_ns(now, since) < 2 * fence_auto.window_ns)
+	if (n >= fence_auto.calls && elapsed < 2 * fence_auto.window_ns)
 		busy = atomic_fetch_add_explicit(&busy_windows, 1,
 						 memory_order_relaxed) + 1;
 	else
