@@ -13,8 +13,8 @@ pkgs=(
   openmpi-bin iproute2 procps
   # sanitizers and fuzzing
   clang libclang-rt-14-dev
-  # benchmark plots
-  gnuplot-nox
+  # benchmark plots; work counted per message (bench/shm/run_counts.sh)
+  gnuplot-nox valgrind binutils
   # MPI comparisons (bench/mpi): Open MPI and MPICH compilers and runtimes
   libopenmpi-dev mpich libmpich-dev
   # MPI programs under a real Slurm (tests/mpi/slurm_run.sh)
