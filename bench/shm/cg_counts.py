@@ -6,7 +6,7 @@ ping-pong run twice, with a short and a long timed loop.
     cg_counts.py LIB SEND POLL DELIVER SHORT_FILES... -- LONG_FILES...
 
 LIB names the library in the output; SEND, POLL and DELIVER are function
-names (as callgrind gives them; a name ending in '*' matches any suffix):
+names, as callgrind gives them:
 the call made once per message sent, the poll the waiter repeats while
 it spins, and the call that hands one arrived message up (called from
 within the poll).  Each run's files are its processes' profiles.
@@ -100,12 +100,6 @@ class Profile:
                 self.self_ir[(ob, addr)] += cost
                 self.fn_of[(ob, addr)] = fn
 
-    def pick(self, counter, name):
-        if name.endswith('*'):
-            return sum(v for k, v in counter.items()
-                       if k and k.startswith(name[:-1]))
-        return counter.get(name, 0)
-
 
 _locked_cache = {}
 
@@ -136,12 +130,12 @@ def counts(profile, send, poll, deliver):
                 poll_locked += ir
     return {
         'ir': profile.total,
-        'msgs': profile.pick(profile.calls, send),
-        'send_incl': profile.pick(profile.incl, send),
-        'polls': profile.pick(profile.calls, poll),
-        'poll_incl': profile.pick(profile.incl, poll),
-        'deliver_calls': profile.pick(profile.calls, deliver),
-        'deliver_incl': profile.pick(profile.incl, deliver),
+        'msgs': profile.calls.get(send, 0),
+        'send_incl': profile.incl.get(send, 0),
+        'polls': profile.calls.get(poll, 0),
+        'poll_incl': profile.incl.get(poll, 0),
+        'deliver_calls': profile.calls.get(deliver, 0),
+        'deliver_incl': profile.incl.get(deliver, 0),
         'locked': locked,
         'poll_locked': poll_locked,
     }

@@ -23,6 +23,7 @@
 # mpicc.openmpi for the vader rows (without it pcor alone is counted).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
 smoke=0
 if [ "${1:-}" = --smoke ]; then smoke=1; shift; fi
 build=$(cd "${1:-build}" && pwd)
@@ -37,7 +38,7 @@ done
 rm -rf "$SCRATCH/cg"
 mkdir -p "$SCRATCH/cg" "$OUT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-for v in $(env | sed -n 's/^\(PCOR_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
+pcor_knobs_unset
 # valgrind cannot reserve pcor's default DMA range (its address space is
 # its own); a smaller reserve changes nothing on this path, nor does a
 # longer liveness timeout (start-up under valgrind outlasts the default).
@@ -64,20 +65,18 @@ run() {
 		{ echo "run_counts: no profiles in $dir" >&2; exit 1; }
 }
 
-libs=(pcor)
-mpi=$SCRATCH/mpi_p2p.openmpi
-if [ $smoke = 0 ] && command -v mpicc.openmpi >/dev/null &&
-	mpicc.openmpi -O2 -std=c11 -o "$mpi" "$here/mpi_p2p.c"; then
-	libs+=(vader)
-fi
+# vader as it is, and thread-safe (MPI_THREAD_MULTIPLE) as pcor always is.
+mpi=
+[ $smoke = 0 ] && mpi=$(mpi_p2p_build openmpi "$SCRATCH") ||
+	echo "run_counts: pcor alone (smoke run, or no Open MPI)" >&2
+mpis=()
+[ -n "$mpi" ] && mpis=(vader vader-mt)
 for n in "$ITERS" $((3 * ITERS)); do
 	run pcor "$n" env PCOR_DMA_RESERVE=1073741824 PCOR_PEER_TIMEOUT_MS=60000 \
-		PCOR_SPIN_NS=100000000 		"$build/tools/pcorrun" -n 2 "${cg[@]}" \
+		PCOR_SPIN_NS=100000000 "$build/tools/pcorrun" -n 2 "${cg[@]}" \
 		--callgrind-out-file="$SCRATCH/cg/pcor.$n/cg.%p" \
 		"$build/bench/pcor_lat" -m 8:8 -i "$n" -x 100
-	[ "${libs[1]:-}" = vader ] || continue
-	# As it is, and thread-safe (MPI_THREAD_MULTIPLE), as pcor always is.
-	for v in vader vader-mt; do
+	for v in "${mpis[@]}"; do
 		mt=()
 		[ $v = vader-mt ] && mt=(-T)
 		run $v "$n" mpirun.openmpi -n 2 --bind-to core --mca pml ob1 \
@@ -86,7 +85,6 @@ for n in "$ITERS" $((3 * ITERS)); do
 			"$mpi" lat "${mt[@]}" -m 8:8 -i "$n" -x 100
 	done
 done
-[ "${libs[1]:-}" = vader ] && libs+=(vader-mt)
 
 csv=$OUT/counts.csv
 echo "lib,counter,value" >"$csv"
@@ -95,7 +93,7 @@ echo "lib,counter,value" >"$csv"
 python3 "$here/cg_counts.py" pcor pcor_send_dma drive_poll shmp_drain \
 	"$SCRATCH"/cg/pcor."$ITERS"/cg.*-01 -- \
 	"$SCRATCH"/cg/pcor.$((3 * ITERS))/cg.*-01 >>"$csv"
-for v in "${libs[@]:1}"; do
+for v in "${mpis[@]}"; do
 	python3 "$here/cg_counts.py" "$v" PMPI_Send opal_progress \
 		mca_pml_ob1_recv_frag_callback_match \
 		"$SCRATCH"/cg/"$v"."$ITERS"/cg.*-01 -- \
@@ -145,7 +143,7 @@ print('\n'.join(md))
 PY
 
 if command -v gnuplot >/dev/null; then
-	nlib=${#libs[@]}
+	nlib=$((1 + ${#mpis[@]}))
 	gnuplot <<GP
 set terminal pngcairo noenhanced size 900,420
 set output "$OUT/counts.png"

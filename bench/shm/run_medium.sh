@@ -22,6 +22,7 @@
 # share a cache).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
 build=$(cd "${1:-build}" && pwd)
 REPS=${REPS:-10}
 BASE=${BASE:+$(cd "$BASE" && pwd)}
@@ -34,18 +35,12 @@ raw=$OUT/raw.csv
 : >"$raw"
 pcorrun=$build/tools/pcorrun
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-for v in $(env | sed -n 's/^\(PCOR_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
+pcor_knobs_unset
 BW="-m 1k:64k"
 echo "load: $(uptime)"
 
-build_mpi() { # IMPL -> the path of mpi_p2p built with that MPI
-	local exe=$OUT/mpi_p2p.$1
-	command -v "mpicc.$1" >/dev/null || return 1
-	"mpicc.$1" -O2 -std=c11 -o "$exe" "$here/mpi_p2p.c" || return 1
-	echo "$exe"
-}
-MPI_OMPI=$(build_mpi openmpi) || echo "no Open MPI: left out" >&2
-MPI_MPICH=$(build_mpi mpich) || echo "no MPICH: left out" >&2
+MPI_OMPI=$(mpi_p2p_build openmpi "$OUT") || echo "no Open MPI: left out" >&2
+MPI_MPICH=$(mpi_p2p_build mpich "$OUT") || echo "no MPICH: left out" >&2
 
 pcor() { # LABEL REP [VAR=VALUE...]: DMA sends, then copy sends (of $bin)
 	local label=$1 rep=$2 c b=${bin:-$build}

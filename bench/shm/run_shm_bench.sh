@@ -18,6 +18,7 @@
 # and checks that every program printed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
 smoke=0
 if [ "${1:-}" = --smoke ]; then smoke=1; shift; fi
 build=$(cd "${1:-build}" && pwd)
@@ -51,14 +52,8 @@ if [ $smoke = 1 ]; then
 fi
 
 # ---------------------------------------------------------------- MPI
-build_mpi() { # IMPL -> prints the path of mpi_p2p built with that MPI
-	local impl=$1 exe=$SCRATCH/mpi_p2p.$1
-	command -v "mpicc.$impl" >/dev/null || return 1
-	"mpicc.$impl" -O2 -std=c11 -Wall -o "$exe" "$here/mpi_p2p.c" || return 1
-	echo "$exe"
-}
-MPI_OMPI=$(build_mpi openmpi) || echo "no Open MPI: column left out" >&2
-MPI_MPICH=$(build_mpi mpich) || echo "no MPICH: column left out" >&2
+MPI_OMPI=$(mpi_p2p_build openmpi "$SCRATCH") || echo "no Open MPI: column left out" >&2
+MPI_MPICH=$(mpi_p2p_build mpich "$SCRATCH") || echo "no MPICH: column left out" >&2
 OMPI="mpirun.openmpi -n 2 --bind-to core --mca pml ob1 --mca btl self,vader"
 MPICH="mpiexec.mpich -n 2 -bind-to core"
 

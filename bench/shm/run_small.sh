@@ -32,6 +32,7 @@
 # mpi_p2p.c stands for the MPIs.  --smoke: pcor only, tiny.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
 smoke=0
 if [ "${1:-}" = --smoke ]; then smoke=1; shift; fi
 build=$(cd "${1:-build}" && pwd)
@@ -43,7 +44,7 @@ raw=$SCRATCH/raw.csv stats=$SCRATCH/stats.csv
 pcorrun=$build/tools/pcorrun
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # No PCOR_* knob from the caller's environment: the default is measured.
-for v in $(env | sed -n 's/^\(PCOR_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
+pcor_knobs_unset
 
 if [ $smoke = 1 ]; then
 	REPS=1
@@ -70,13 +71,6 @@ pcor() {
 			sed "s/\$/,$rep/" >>"$raw" || echo "$label: $b failed" >&2
 		sed -n "s/^pcor-stats,/${label},${b%% *},/p" "$SCRATCH/err" >>"$stats"
 	done
-}
-
-build_mpi() { # IMPL -> the path of mpi_p2p built with that MPI
-	local exe=$SCRATCH/mpi_p2p.$1
-	command -v "mpicc.$1" >/dev/null || return 1
-	"mpicc.$1" -O2 -std=c11 -o "$exe" "$here/mpi_p2p.c" || return 1
-	echo "$exe"
 }
 
 # build_osu IMPL -> the directory where osu_latency, osu_bw and
@@ -181,8 +175,8 @@ MPI_OMPI='' MPI_MPICH='' OSU_OMPI='' OSU_MPICH=''
 OMPI="mpirun.openmpi -n 2 --bind-to core --mca pml ob1 --mca btl self,vader"
 MPICH="mpiexec.mpich -n 2 -bind-to core"
 if [ $smoke = 0 ]; then
-	MPI_OMPI=$(build_mpi openmpi) || echo "no Open MPI: left out" >&2
-	MPI_MPICH=$(build_mpi mpich) || echo "no MPICH: left out" >&2
+	MPI_OMPI=$(mpi_p2p_build openmpi "$SCRATCH") || echo "no Open MPI: left out" >&2
+	MPI_MPICH=$(mpi_p2p_build mpich "$SCRATCH") || echo "no MPICH: left out" >&2
 	if [ -n "${OSU_SRC:-}" ] && [ -d "$OSU_SRC" ]; then
 		OSU_SRC=$(cd "$OSU_SRC" && pwd)
 		# -z: tail latencies (P50, P90, P99 of the halved round trips).

@@ -31,6 +31,7 @@
 # 0,10,20,30,40,50,60,80,100), SCRATCH, OUT.  --smoke: 1 tiny round.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
 smoke=0
 if [ "${1:-}" = --smoke ]; then smoke=1; shift; fi
 build=$(cd "${1:-build}" && pwd)
@@ -42,14 +43,13 @@ ITERS=100000
 if [ $smoke = 1 ]; then REPS=1 ITERS=2000 TURNS=0,40; fi
 mkdir -p "$SCRATCH" "$OUT"
 raw=$OUT/raw.csv
-for v in $(env | sed -n 's/^\(PCOR_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
+pcor_knobs_unset
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 mpis=()
 for impl in openmpi mpich; do
-	command -v "mpicc.$impl" >/dev/null || continue
-	"mpicc.$impl" -O2 -std=c11 -o "$SCRATCH/mpi_p2p.$impl" \
-		"$here/mpi_p2p.c" 2>>"$SCRATCH/build.log" && mpis+=("$impl")
+	mpi_p2p_build "$impl" "$SCRATCH" >/dev/null 2>>"$SCRATCH/build.log" &&
+		mpis+=("$impl")
 done
 
 echo "load: $(uptime)"
