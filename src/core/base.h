@@ -27,6 +27,8 @@
 /* ------------------------------------------------------------ compiler */
 
 #define PCORI_CACHELINE 64
+/* For the few small functions of the send path that GCC leaves as calls. */
+#define PCORI_ALWAYS_INLINE inline __attribute__((always_inline))
 #define PCORI_LIKELY(x) __builtin_expect(!!(x), 1)
 #define PCORI_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define PCORI_UNUSED __attribute__((unused))

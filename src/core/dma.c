@@ -307,7 +307,7 @@ typedef struct blockinfo {
 } blockinfo_t;
 
 /* Find the live block holding p.  Lock-free. */
-static bool block_of(const void *p, blockinfo_t *bi)
+static PCORI_ALWAYS_INLINE bool block_of(const void *p, blockinfo_t *bi)
 {
 	const char *c = p;
 	uint32_t hwm = atomic_load_explicit(&dma.hwm, memory_order_acquire);

@@ -489,8 +489,9 @@ static bool pool_take(shm_port_t *p, uint32_t count, bool oldest,
  * plen (waiting for it if wait): locks d and returns where the record's
  * bytes go, or NULL with *rc_p set (and d unlocked).  ring_end commits it.
  */
-static uint8_t *ring_begin(shm_peer_t *d, uint32_t kind, size_t len,
-			   size_t plen, bool wait, int *rc_p)
+static PCORI_ALWAYS_INLINE uint8_t *ring_begin(shm_peer_t *d, uint32_t kind,
+					       size_t len, size_t plen,
+					       bool wait, int *rc_p)
 {
 	pcori_lock(&d->tx_lock);
 	if (PCORI_UNLIKELY(d->gone || d->slot < 0)) {
@@ -517,7 +518,7 @@ static uint8_t *ring_begin(shm_peer_t *d, uint32_t kind, size_t len,
  */
 #define SHM_WRITE_AHEAD (4 * PCORI_SHM_LINE)
 
-static void ring_end(shm_peer_t *d)
+static PCORI_ALWAYS_INLINE void ring_end(shm_peer_t *d)
 {
 	pcori_shm_ring_commit(&d->ring, &d->prod);
 	wake_if_sleeping(d->hdr, d->fence);
