@@ -78,6 +78,13 @@ int pcori_progress(void)
 
 /* The ports this thread spin-polls between drive begin and end. */
 static _Thread_local uint32_t driving __attribute__((tls_model("initial-exec")));
+/*
+ * The port, when driving names only one (a wait for a named process,
+ * the common case): its polls and its end then skip the loop over the
+ * ports, which is on the path of every answer.
+ */
+static _Thread_local pcori_port_t *drive_one
+	__attribute__((tls_model("initial-exec")));
 /* Polls since this thread last looked at timers and held-back acks. */
 static _Thread_local uint32_t drive_ticks __attribute__((tls_model("initial-exec")));
 /*
@@ -117,6 +124,9 @@ void pcori_drive_begin(pcori_req_t *r)
 {
 	uint32_t mask = drive_mask(r);
 	driving = mask;
+	drive_one = mask && !(mask & (mask - 1))
+			    ? pcori_net.ports[__builtin_ctz(mask)]
+			    : NULL;
 	for (int i = 0; i < pcori_net.nports; i++) {
 		if (!(mask & (1u << i)))
 			continue;
@@ -134,16 +144,26 @@ void pcori_drive_begin(pcori_req_t *r)
 	}
 }
 
+/* One look at p, unless another thread is polling it. */
+static inline int drive_port(pcori_port_t *p)
+{
+	if (!pcori_trylock(&p->progress_lock))
+		return 0;
+	int n = p->ops->progress(p, 0);
+	pcori_unlock(&p->progress_lock);
+	return n;
+}
+
 static int drive_poll(pcori_req_t *r)
 {
-	uint32_t mask = driving ? driving : drive_mask(r);
 	int n = 0;
-	for (int i = 0; i < pcori_net.nports; i++) {
-		pcori_port_t *p = pcori_net.ports[i];
-		if ((mask & (1u << i)) && pcori_trylock(&p->progress_lock)) {
-			n += p->ops->progress(p, 0);
-			pcori_unlock(&p->progress_lock);
-		}
+	if (PCORI_LIKELY(drive_one)) {
+		n = drive_port(drive_one);
+	} else {
+		uint32_t mask = driving ? driving : drive_mask(r);
+		for (int i = 0; i < pcori_net.nports; i++)
+			if (mask & (1u << i))
+				n += drive_port(pcori_net.ports[i]);
 	}
 	if (++drive_ticks >= DRIVE_TIMER_EVERY) {
 		drive_ticks = 0;
@@ -151,6 +171,16 @@ static int drive_poll(pcori_req_t *r)
 		n += pcori_acks_flush(false);
 	}
 	return n;
+}
+
+/*
+ * The grace period of p runs from here (stamped before the count drops,
+ * so a dispatcher never sees neither).
+ */
+static inline void drive_leave(pcori_port_t *p)
+{
+	atomic_store_explicit(&p->drive_ns, drive_clock, memory_order_relaxed);
+	atomic_fetch_sub(&p->drivers, 1);
 }
 
 void pcori_drive_end(uint64_t now)
@@ -162,17 +192,15 @@ void pcori_drive_end(uint64_t now)
 		drive_clock = pcori_now_ns();
 		drive_clock_age = 0;
 	}
-	for (int i = 0; i < pcori_net.nports; i++) {
-		if (!(driving & (1u << i)))
-			continue;
-		pcori_port_t *p = pcori_net.ports[i];
-		/* The grace period runs from here (stamped before the count
-		 * drops, so a dispatcher never sees neither). */
-		atomic_store_explicit(&p->drive_ns, drive_clock,
-				      memory_order_relaxed);
-		atomic_fetch_sub(&p->drivers, 1);
+	if (drive_one) {
+		drive_leave(drive_one);
+	} else {
+		for (int i = 0; i < pcori_net.nports; i++)
+			if (driving & (1u << i))
+				drive_leave(pcori_net.ports[i]);
 	}
 	driving = 0;
+	drive_one = NULL;
 }
 
 /*
