@@ -115,11 +115,10 @@ void pcori_fast_ack(const pcori_port_t *port, pcori_peer_t *peer,
 		ack_schedule_in(peer, rs, PCORI_FAST_ACK_DELAY_NS, true);
 }
 
-/* Take one due ack of the peer's to ride along.  Stream lock held. */
-bool pcori_piggyback(pcori_peer_t *peer, uint64_t *cookie_p)
+/* pcori_piggyback, once it saw acks due.  Stream lock held. */
+bool pcori_piggyback_take(pcori_peer_t *peer, uint64_t *cookie_p)
 {
-	if (!atomic_load_explicit(&peer->nacks, memory_order_relaxed) ||
-	    !pcori_trylock(&peer->rx_lock))
+	if (!pcori_trylock(&peer->rx_lock))
 		return false;
 	bool got = false;
 	if (!pcori_list_empty(&peer->acks)) {

@@ -185,11 +185,17 @@ void pcori_gap_watch(pcori_peer_t *peer, pcori_rxstream_t *rs, uint32_t want);
  * nothing acknowledges (retx.c), a gap on a lossless hop (ack.c).
  */
 uint64_t pcori_stall_bound_ns(void);
+bool pcori_piggyback_take(pcori_peer_t *peer, uint64_t *cookie_p);
 /*
  * Take one due ack of peer's to ride on a message: true with its cookie
- * (the message then carries PCORI_WF_HAS_ACK).  Stream lock held.
+ * (the message then carries PCORI_WF_HAS_ACK).  Stream lock held.  Most
+ * sends find none due: that look is inline, on every send's path.
  */
-bool pcori_piggyback(pcori_peer_t *peer, uint64_t *cookie_p);
+static inline bool pcori_piggyback(pcori_peer_t *peer, uint64_t *cookie_p)
+{
+	return atomic_load_explicit(&peer->nacks, memory_order_relaxed) &&
+	       pcori_piggyback_take(peer, cookie_p);
+}
 /* A message (flags, cookie) did not leave: its ack is due again. */
 void pcori_piggyback_undo(pcori_peer_t *peer, uint32_t flags, uint64_t cookie);
 /* A round-trip sample of ts (r ns).  Stream lock held. */

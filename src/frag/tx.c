@@ -476,10 +476,7 @@ static int fast_send(pcori_txstream_t *ts, const pcori_route_t *rt,
 		    .seq = ts->next_seq,
 		    .flags = PCORI_WF_FAST,
 		};
-		/* Tested here too: most sends have no ack to carry. */
-		if (atomic_load_explicit(&ts->peer->nacks,
-					 memory_order_relaxed) &&
-		    pcori_piggyback(ts->peer, &f.cookie))
+		if (pcori_piggyback(ts->peer, &f.cookie))
 			f.flags |= PCORI_WF_HAS_ACK;
 		rc = p->ops->inject_fast(p, rt->dest, ts->peer->pid, &f, buf,
 					 len);
