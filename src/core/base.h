@@ -29,6 +29,15 @@
 #define PCORI_CACHELINE 64
 /* For the few small functions of the send path that GCC leaves as calls. */
 #define PCORI_ALWAYS_INLINE inline __attribute__((always_inline))
+/*
+ * Out of line: a fast path's rare branch, so the fast path needs no frame;
+ * and in one copy, which profiles find by its name.
+ */
+#if defined(__clang__)
+#define PCORI_NOINLINE __attribute__((noinline))
+#else
+#define PCORI_NOINLINE __attribute__((noinline, noclone))
+#endif
 #define PCORI_LIKELY(x) __builtin_expect(!!(x), 1)
 #define PCORI_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define PCORI_UNUSED __attribute__((unused))

@@ -85,6 +85,13 @@ static _Thread_local uint32_t driving __attribute__((tls_model("initial-exec")))
  */
 static _Thread_local pcori_port_t *drive_one
 	__attribute__((tls_model("initial-exec")));
+/*
+ * And what drive_one's kind watches of the awaited peer (its watch op;
+ * 0: nothing): most polls look only there, every DRIVE_TIMER_EVERY-th
+ * at the whole port.
+ */
+static _Thread_local uint64_t drive_watch
+	__attribute__((tls_model("initial-exec")));
 /* Polls since this thread last looked at timers and held-back acks. */
 static _Thread_local uint32_t drive_ticks __attribute__((tls_model("initial-exec")));
 /*
@@ -100,13 +107,15 @@ static _Thread_local uint32_t drive_ticks __attribute__((tls_model("initial-exec
  * waiter a fabric call each round -- a system call on tcp -- and
  * keep their dispatchers from sleeping in them); every port otherwise.
  */
-static uint32_t drive_mask(const pcori_req_t *r)
+static uint32_t drive_mask(const pcori_req_t *r, pcori_route_t **rt_p)
 {
 	uint32_t all = (1u << pcori_net.nports) - 1;
+	*rt_p = NULL;
 	if (!r || r->pid < 0 || r->pid == pcori_rt.pid)
 		return all;
 	pcori_peer_t *peer = pcori_peer_get(r->pid);
 	pcori_route_t *rt = peer ? pcori_peer_route(peer) : NULL;
+	*rt_p = rt;
 	return rt ? 1u << rt->port->index : all;
 }
 
@@ -122,11 +131,16 @@ static _Thread_local uint32_t drive_clock_age __attribute__((tls_model("initial-
 
 void pcori_drive_begin(pcori_req_t *r)
 {
-	uint32_t mask = drive_mask(r);
+	pcori_route_t *rt;
+	uint32_t mask = drive_mask(r, &rt);
 	driving = mask;
 	drive_one = mask && !(mask & (mask - 1))
 			    ? pcori_net.ports[__builtin_ctz(mask)]
 			    : NULL;
+	/* Only a direct route's port carries what its peer writes. */
+	drive_watch = rt && rt->hops == 1 && rt->port->ops->watch
+			  ? rt->port->ops->watch(rt->port, rt->dest)
+			  : 0;
 	for (int i = 0; i < pcori_net.nports; i++) {
 		if (!(mask & (1u << i)))
 			continue;
@@ -154,13 +168,15 @@ static inline int drive_port(pcori_port_t *p)
 	return n;
 }
 
-static int drive_poll(pcori_req_t *r)
+/* A poll of every port driven, with timed work when due. */
+static PCORI_NOINLINE int drive_poll_whole(pcori_req_t *r)
 {
 	int n = 0;
 	if (PCORI_LIKELY(drive_one)) {
 		n = drive_port(drive_one);
 	} else {
-		uint32_t mask = driving ? driving : drive_mask(r);
+		pcori_route_t *rt;
+		uint32_t mask = driving ? driving : drive_mask(r, &rt);
 		for (int i = 0; i < pcori_net.nports; i++)
 			if (mask & (1u << i))
 				n += drive_port(pcori_net.ports[i]);
@@ -171,6 +187,16 @@ static int drive_poll(pcori_req_t *r)
 		n += pcori_acks_flush(false);
 	}
 	return n;
+}
+
+/* A tail call either way: the watched look needs no frame of ours. */
+static int drive_poll(pcori_req_t *r)
+{
+	if (PCORI_LIKELY(drive_watch) && drive_ticks < DRIVE_TIMER_EVERY - 1) {
+		drive_ticks++;
+		return drive_one->ops->progress_watched(drive_one, drive_watch);
+	}
+	return drive_poll_whole(r);
 }
 
 /*
@@ -201,6 +227,7 @@ void pcori_drive_end(uint64_t now)
 	}
 	driving = 0;
 	drive_one = NULL;
+	drive_watch = 0;
 }
 
 /*

@@ -461,7 +461,7 @@ out:
 	return taken;
 }
 
-void pcori_rx_batch_end(pcori_rx_batch_t *b)
+void pcori_rx_batch_release(pcori_rx_batch_t *b)
 {
 	if (b->mq) {
 		pcori_unlock(&b->mq->lock);

@@ -125,6 +125,16 @@ typedef struct pcori_port_ops {
 	 * wait).  Returns events handled.  Caller holds progress_lock.
 	 */
 	int (*progress)(pcori_port_t *p, int timeout_ms);
+	/*
+	 * A waiter that expects a message from the peer at dest: watch
+	 * returns a token for what that peer writes (0: none yet), and
+	 * progress_watched(p, token) looks only there, without the progress
+	 * lock while nothing came, then as progress(p, 0) does for it.  The
+	 * waiter still polls the whole port now and then.  NULL: the kind
+	 * has no such shortcut.
+	 */
+	uint64_t (*watch)(pcori_port_t *p, uint64_t dest);
+	int (*progress_watched)(pcori_port_t *p, uint64_t token);
 	/* Wake a thread waiting inside progress. */
 	void (*signal)(pcori_port_t *p);
 	/*
@@ -276,7 +286,13 @@ typedef struct pcori_rx_batch {
 	struct pcori_peer *peer; /* its rx_lock is held */
 	struct pcori_mq *mq;     /* its lock is held too */
 } pcori_rx_batch_t;
-void pcori_rx_batch_end(pcori_rx_batch_t *b);
+void pcori_rx_batch_release(pcori_rx_batch_t *b);
+/* Inline: most ends find nothing held (a batch of one, ended already). */
+static inline void pcori_rx_batch_end(pcori_rx_batch_t *b)
+{
+	if (b->peer || b->mq)
+		pcori_rx_batch_release(b);
+}
 
 /*
  * The same for a fast-path message from process src_pid that the port

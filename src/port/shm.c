@@ -301,6 +301,7 @@ shm_peer_t *shmp_peer_new(shm_port_t *p, int pid)
 		return NULL;
 	d->pid = pid;
 	d->slot = -1;
+	atomic_init(&d->rx_slot, -1);
 	d->pidfd = -1;
 	pcori_lock_init(&d->tx_lock);
 	d->next = p->peers;
@@ -802,6 +803,8 @@ static const pcori_port_ops_t shm_ops = {
     .expose = shmp_expose,
     .unexpose = shmp_unexpose,
     .progress = shmp_progress,
+    .watch = shmp_watch,
+    .progress_watched = shmp_progress_watched,
     .signal = shmp_signal,
     .wait = shmp_wait,
     .unsettled = shm_unsettled,

@@ -52,6 +52,11 @@ typedef struct shm_peer {
 	 * race can only make one prefetch early or late.
 	 */
 	_Atomic uint32_t sent_run;
+	/*
+	 * Our receive slot it writes into, once progress resolved it; -1
+	 * none (set by progress, read by waiters: shmp_watch).
+	 */
+	_Atomic int32_t rx_slot;
 	bool gone;	       /* released: sends fail, mapping is gone */
 	_Atomic bool dead;     /* the directory says it left */
 	_Atomic bool released; /* its resources are let go of */
@@ -229,6 +234,8 @@ void shmp_rslot_reset(shm_port_t *p, uint32_t s);
 int shmp_drain(shm_port_t *p, uint32_t s);
 int shmp_release_dead(shm_port_t *p);
 int shmp_progress(pcori_port_t *bp, int timeout_ms);
+uint64_t shmp_watch(pcori_port_t *bp, uint64_t dest);
+int shmp_progress_watched(pcori_port_t *bp, uint64_t token);
 void shmp_wait(pcori_port_t *bp, int timeout_ms, _Atomic uint32_t *word,
 	       uint32_t value);
 void shmp_signal(pcori_port_t *bp);

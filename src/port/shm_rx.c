@@ -13,6 +13,9 @@
 void shmp_rslot_reset(shm_port_t *p, uint32_t s)
 {
 	shm_rslot_t *rs = &p->rslots[s];
+	if (rs->peer)
+		atomic_store_explicit(&rs->peer->rx_slot, -1,
+				      memory_order_relaxed);
 	rs->peer = NULL;
 	rs->head = rs->published = rs->retry_ns = rs->parked_ns = 0;
 	rs->broken = false;
@@ -161,6 +164,7 @@ static bool rslot_attach(shm_port_t *p, uint32_t s)
 	}
 	rs->retry_ns = 0;
 	rs->peer = d;
+	atomic_store_explicit(&d->rx_slot, (int32_t)s, memory_order_relaxed);
 	return true;
 }
 
@@ -205,7 +209,7 @@ static void park(shm_port_t *p, shm_rslot_t *rs)
 }
 
 /* Hand the records of slot s up to the protocol.  Progress only. */
-int shmp_drain(shm_port_t *p, uint32_t s)
+PCORI_NOINLINE int shmp_drain(shm_port_t *p, uint32_t s)
 {
 	shm_rslot_t *rs = &p->rslots[s];
 	if (rs->broken || (!rs->peer && !rslot_attach(p, s)))
@@ -337,7 +341,8 @@ static int scan(shm_port_t *p)
 	return n;
 }
 
-static int poll_once(shm_port_t *p)
+/* Peers gone and completions: what a poll handles besides the rings. */
+static inline int port_events(shm_port_t *p)
 {
 	/* Tested here, not in the callees: most rounds find neither. */
 	int n = 0;
@@ -346,7 +351,12 @@ static int poll_once(shm_port_t *p)
 		n += shmp_release_dead(p);
 	if (atomic_load_explicit(&p->cq_ready, memory_order_acquire))
 		n += shmp_cq_drain(p);
-	return n + scan(p);
+	return n;
+}
+
+static int poll_once(shm_port_t *p)
+{
+	return port_events(p) + scan(p);
 }
 
 int shmp_progress(pcori_port_t *bp, int timeout_ms)
@@ -358,6 +368,51 @@ int shmp_progress(pcori_port_t *bp, int timeout_ms)
 		return n;
 	bp->ops->wait(bp, timeout_ms, NULL, 0);
 	return poll_once(p);
+}
+
+/* Slot s + 1 of the ring the peer at dest writes to us (0: none yet). */
+uint64_t shmp_watch(pcori_port_t *bp, uint64_t dest)
+{
+	(void)bp;
+	const shm_peer_t *d = (const shm_peer_t *)(uintptr_t)dest;
+	int32_t s = atomic_load_explicit(&d->rx_slot, memory_order_relaxed);
+	return s >= 0 ? (uint64_t)s + 1 : 0;
+}
+
+/* The watched ring has news, or the port has events: take them. */
+static PCORI_NOINLINE int watched_poll(shm_port_t *p, uint32_t s)
+{
+	if (!pcori_trylock(&p->base.progress_lock))
+		return 0;
+	int n = port_events(p);
+	/* As scan does: the private head says (the slot may be new). */
+	const shm_rslot_t *rs = &p->rslots[s];
+	pcori_shm_ring_t ring = ring_of(p, s);
+	if (!rs->broken && pcori_shm_ring_ready(&ring, rs->head))
+		n += shmp_drain(p, s);
+	pcori_unlock(&p->base.progress_lock);
+	return n;
+}
+
+/*
+ * One look at the ring of the slot in token, and at what would stop the
+ * port (a peer gone, completions): the waiter's poll.  The head is the
+ * one the last drain published; any value is only a hint, as a drain
+ * reads its own copy.
+ */
+int shmp_progress_watched(pcori_port_t *bp, uint64_t token)
+{
+	shm_port_t *p = (shm_port_t *)bp;
+	uint32_t s = (uint32_t)(token - 1);
+	pcori_shm_ring_t ring = ring_of(p, s);
+	uint64_t h = atomic_load_explicit(&p->heads[s], memory_order_relaxed);
+	bool news = h % PCORI_SHM_LINE || pcori_shm_ring_ready(&ring, h);
+	if (PCORI_LIKELY(!news) &&
+	    !atomic_load_explicit(&p->cq_ready, memory_order_relaxed) &&
+	    !atomic_load_explicit(&p->ndead, memory_order_relaxed))
+		return 0;
+	/* Out of line: the look above then needs no frame. */
+	return watched_poll(p, s);
 }
 
 /*

@@ -30,6 +30,10 @@
  *                      pid 0 once the death is known; pid 0 then receives
  *                      every message, intact and in order, and a receive
  *                      naming pid 1 after them fails (lost)
+ *   idle               2 processes: pid 0 has posted a receive and
+ *                      makes no call into pcor (its last wait has just
+ *                      ended) when pid 1 sends it a small message: the
+ *                      receive completes all the same
  *
  * Waiting is on handles (and, where a background event is awaited, on a
  * bounded poll of its outcome); no sleeps stand in for events.
@@ -1114,6 +1118,81 @@ static int run_lastwords(void)
 	return 1;
 }
 
+/* ------------------------------------------- while nobody drives */
+
+#define ID_ROUNDS 200
+#define ID_TAG 70 /* +0 go, +1 first, +2 seen, +3 second */
+
+static uint64_t id_word(int round, int which)
+{
+	return (uint64_t)round << 8 | (uint64_t)which;
+}
+
+/*
+ * Is h complete?  Read from the request itself, which drives nothing:
+ * what completes it must be some other thread.
+ */
+static bool id_done(pcor_handle_t h)
+{
+	uint32_t gen;
+	pcori_req_t *r = pcori_req_lookup(h, &gen);
+	CHECK(r);
+	return atomic_load_explicit(&r->state, memory_order_acquire) ==
+	       PCORI_REQ_DONE;
+}
+
+static int run_idle(void)
+{
+	CHECK(np == 2);
+	CHECK(through_shm(1 - me));
+	barrier(ID_TAG + 4);
+	for (int i = 0; i < ID_ROUNDS; i++) {
+		uint64_t a = 0, b = 0, go = (uint64_t)i, seen = 0;
+		pcor_handle_t ha, hb, hg, hs;
+		if (me == 1) {
+			CHECK_OK(pcor_recv_copy(0, 0, ID_TAG, &go, sizeof(go),
+						NULL, &hg));
+			CHECK_OK(pcor_handle_test(hg, PCOR_BLOCK));
+			CHECK(go == (uint64_t)i);
+			a = id_word(i, 1);
+			CHECK_OK(pcor_send_copy(0, 0, ID_TAG + 1, &a, sizeof(a),
+						&ha));
+			CHECK_OK(pcor_handle_test(ha, PCOR_BLOCK));
+			/* The second goes once 0's waiter has left. */
+			CHECK_OK(pcor_recv_copy(0, 0, ID_TAG + 2, &seen,
+						sizeof(seen), NULL, &hs));
+			CHECK_OK(pcor_handle_test(hs, PCOR_BLOCK));
+			CHECK(seen == id_word(i, 2));
+			b = id_word(i, 3);
+			CHECK_OK(pcor_send_copy(0, 0, ID_TAG + 3, &b, sizeof(b),
+						&hb));
+			CHECK_OK(pcor_handle_test(hb, PCOR_BLOCK));
+			continue;
+		}
+		CHECK_OK(pcor_recv_copy(1, 0, ID_TAG + 3, &b, sizeof(b), NULL,
+					&hb));
+		CHECK_OK(pcor_recv_copy(1, 0, ID_TAG + 1, &a, sizeof(a), NULL,
+					&ha));
+		CHECK_OK(pcor_send_copy(1, 0, ID_TAG, &go, sizeof(go), &hg));
+		CHECK_OK(pcor_handle_test(hg, PCOR_BLOCK));
+		CHECK_OK(pcor_handle_test(ha, PCOR_BLOCK));
+		CHECK(a == id_word(i, 1));
+		seen = id_word(i, 2);
+		CHECK_OK(pcor_send_copy(1, 0, ID_TAG + 2, &seen, sizeof(seen),
+					&hs));
+		/* No call into pcor until the second is in. */
+		int64_t end = now_ns() + 30 * SEC;
+		while (!id_done(hb) && now_ns() < end)
+			sched_yield();
+		CHECK(id_done(hb));
+		CHECK_OK(pcor_handle_test(hs, PCOR_BLOCK));
+		CHECK_OK(pcor_handle_test(hb, PCOR_BLOCK));
+		CHECK(b == id_word(i, 3));
+	}
+	barrier(ID_TAG + 5);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -1148,6 +1227,8 @@ int main(int argc, char **argv)
 		rc = run_stopcells();
 	else if (!strcmp(c, "lastwords"))
 		rc = run_lastwords();
+	else if (!strcmp(c, "idle"))
+		rc = run_idle();
 	else
 		SKIP("unknown case %s", c);
 	CHECK_OK(pcor_finalize());

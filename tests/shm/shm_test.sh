@@ -150,6 +150,13 @@ stopcells)
 	expect_ok stopcells 3
 	grep -Eq "stopcells: (receive ended with PEER_LOST|completed, 0 bytes)" \
 		"$tmp/out" || fail "process 0 did not end its receive" ;;
+idle)
+	for mode in poll block adaptive; do
+		PCOR_PROVIDERS=pcor-shm PCOR_DISPATCH=$mode \
+			run_job 0 $((120 * mult)) "$pcorrun" -n 2 --tag-output \
+			"$app" idle "$marker"
+		expect_ok idle 2
+	done ;;
 lastwords)
 	# Process 0 is stopped while 1 sends and dies: a long peer timeout,
 	# so that 0 is not taken for lost in the meantime on a slow machine.
