@@ -89,8 +89,9 @@ done
 csv=$OUT/counts.csv
 echo "lib,counter,value" >"$csv"
 # The calls each library makes once per message sent, once per poll of
-# its wait, and once per message handed up.
-python3 "$here/cg_counts.py" pcor pcor_send_dma drive_poll shmp_drain \
+# its wait, and once per message handed up (pcor: the waiter's poll of
+# its peer's ring that finds a record).
+python3 "$here/cg_counts.py" pcor pcor_send_dma drive_poll watched_poll \
 	"$SCRATCH"/cg/pcor."$ITERS"/cg.*-01 -- \
 	"$SCRATCH"/cg/pcor.$((3 * ITERS))/cg.*-01 >>"$csv"
 for v in "${mpis[@]}"; do

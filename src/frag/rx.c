@@ -737,6 +737,30 @@ int pcori_port_recv_fast(pcori_port_t *port, int src_pid,
 	return 1;
 }
 
+int pcori_port_take_fast(pcori_port_t *port, int src_pid,
+			 const pcori_fast_hdr_t *f, const void *payload,
+			 size_t len)
+{
+	uint32_t max = (uint32_t)pcori_rt.max_threads;
+	/* PCOR_DROP_EVERY's losses and counts are pcori_port_recv_fast's. */
+	if (PCORI_UNLIKELY(pcori_rt.cfg.drop_every) || !port->lossless ||
+	    (uint32_t)f->src_thid >= max || (uint32_t)f->dst_thid >= max ||
+	    f->tag < 0 || f->flags != PCORI_WF_FAST ||
+	    len > pcori_net.frag_size)
+		return 0;
+	pcori_peer_t *peer = pcori_peer_get(src_pid);
+	if (!peer ||
+	    atomic_load_explicit(&peer->state, memory_order_acquire) ==
+		PCORI_PEER_LOST ||
+	    !pcori_peer_route(peer) ||
+	    !rx_fast(port, peer, f, payload, len, NULL))
+		return 0;
+	/* Counted as test_drop counts (one writer: progress). */
+	uint64_t nrx = atomic_load_explicit(&port->st.rx, memory_order_relaxed);
+	atomic_store_explicit(&port->st.rx, nrx + 1, memory_order_relaxed);
+	return 1;
+}
+
 /* msg/len: the whole frame as it came, if it did (forwarding needs it). */
 static bool recv_decoded(pcori_port_t *port, const pcori_wire_hdr_t *h,
 			 const uint8_t *payload, const void *msg, size_t len)

@@ -287,6 +287,16 @@ typedef struct pcori_rx_batch {
 	struct pcori_mq *mq;     /* its lock is held too */
 } pcori_rx_batch_t;
 void pcori_rx_batch_release(pcori_rx_batch_t *b);
+/*
+ * The common case of pcori_port_recv_fast, for a port's own fast loop:
+ * a fast record from src_pid without an ack, one fragment, whose turn
+ * it is, for a receive already posted, taken with no batch.  1: taken;
+ * 0: nothing done (any other case, a bad field included), hand it to
+ * pcori_port_recv_fast.  Progress context.
+ */
+int pcori_port_take_fast(pcori_port_t *port, int src_pid,
+			 const pcori_fast_hdr_t *f, const void *payload,
+			 size_t len);
 /* Inline: most ends find nothing held (a batch of one, ended already). */
 static inline void pcori_rx_batch_end(pcori_rx_batch_t *b)
 {

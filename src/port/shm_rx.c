@@ -379,6 +379,48 @@ uint64_t shmp_watch(pcori_port_t *bp, uint64_t dest)
 	return s >= 0 ? (uint64_t)s + 1 : 0;
 }
 
+/*
+ * The common record at a watched ring's head, taken without the drain's
+ * loop and layers: a one-line fast record without an ack, which
+ * pcori_port_take_fast can hand over at once.  false: nothing changed,
+ * the drain takes it.  Progress only.
+ */
+static bool take_watched(shm_port_t *p, uint32_t s,
+			 const pcori_shm_ring_t *ring)
+{
+	shm_rslot_t *rs = &p->rslots[s];
+	shm_peer_t *d = rs->peer;
+	if (!d || rs->broken || rs->parked_ns)
+		return false;
+	/* What pcori_shm_ring_next checks of such a record. */
+	uint64_t head = rs->head;
+	const uint8_t *at = ring->buf + (head & (ring->size - 1));
+	uint64_t w = __atomic_load_n((const uint64_t *)(const void *)at,
+				     __ATOMIC_ACQUIRE);
+	uint32_t kind = (uint32_t)(w >> 32) & 15, len = (uint32_t)(w >> 36);
+	if ((uint32_t)w != pcori_shm_stamp(head) ||
+	    kind != PCORI_SHM_REC_FAST || len < sizeof(pcori_shm_fast_t) ||
+	    len > PCORI_SHM_LINE - PCORI_SHM_REC_HDR)
+		return false;
+	const uint8_t *data = at + PCORI_SHM_REC_HDR;
+	PCORI_HOP_SEEN_REC(at, PCORI_SHM_REC_HDR + len);
+	/* Read once, into our own: the peer may rewrite the record. */
+	pcori_fast_hdr_t f;
+	memcpy(&f, data, sizeof(pcori_shm_fast_t));
+	f.cookie = 0;
+	if (f.flags & PCORI_WF_HAS_ACK ||
+	    !pcori_port_take_fast(&p->base, d->pid, &f,
+				  data + sizeof(pcori_shm_fast_t),
+				  len - sizeof(pcori_shm_fast_t)))
+		return false;
+	/* One line: nothing to clear behind it (pcori_shm_ring_consumed). */
+	rs->head = rs->published = head + PCORI_SHM_LINE;
+	atomic_store_explicit(&p->heads[s], rs->head, memory_order_release);
+	if (atomic_load_explicit(&d->sent_run, memory_order_relaxed))
+		atomic_store_explicit(&d->sent_run, 0, memory_order_relaxed);
+	return true;
+}
+
 /* The watched ring has news, or the port has events: take them. */
 static PCORI_NOINLINE int watched_poll(shm_port_t *p, uint32_t s)
 {
@@ -388,7 +430,9 @@ static PCORI_NOINLINE int watched_poll(shm_port_t *p, uint32_t s)
 	/* As scan does: the private head says (the slot may be new). */
 	const shm_rslot_t *rs = &p->rslots[s];
 	pcori_shm_ring_t ring = ring_of(p, s);
-	if (!rs->broken && pcori_shm_ring_ready(&ring, rs->head))
+	if (!n && take_watched(p, s, &ring))
+		n = 1;
+	else if (!rs->broken && pcori_shm_ring_ready(&ring, rs->head))
 		n += shmp_drain(p, s);
 	pcori_unlock(&p->base.progress_lock);
 	return n;
