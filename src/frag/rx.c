@@ -697,17 +697,21 @@ static pcori_peer_t *rx_peer(int pid)
 	return peer;
 }
 
+/* What pcori_wire_decode checks of a frame, for a fast record's fields. */
+static inline bool fast_fields_bad(const pcori_fast_hdr_t *f, size_t len)
+{
+	uint32_t max = (uint32_t)pcori_rt.max_threads;
+	return (uint32_t)f->src_thid >= max || (uint32_t)f->dst_thid >= max ||
+	       f->tag < 0 ||
+	       (f->flags & ~(PCORI_WF_FAST | PCORI_WF_HAS_ACK)) ||
+	       !(f->flags & PCORI_WF_FAST) || len > pcori_net.frag_size;
+}
+
 int pcori_port_recv_fast(pcori_port_t *port, int src_pid,
 			 const pcori_fast_hdr_t *f, const void *payload,
 			 size_t len, pcori_rx_batch_t *b)
 {
-	/* What pcori_wire_decode checks of a frame, for these fields. */
-	uint32_t max = (uint32_t)pcori_rt.max_threads;
-	if (PCORI_UNLIKELY((uint32_t)f->src_thid >= max ||
-			   (uint32_t)f->dst_thid >= max || f->tag < 0 ||
-			   (f->flags & ~(PCORI_WF_FAST | PCORI_WF_HAS_ACK)) ||
-			   !(f->flags & PCORI_WF_FAST) ||
-			   len > pcori_net.frag_size)) {
+	if (PCORI_UNLIKELY(fast_fields_bad(f, len))) {
 		pcori_rx_batch_end(b);
 		return -1;
 	}
@@ -741,12 +745,9 @@ int pcori_port_take_fast(pcori_port_t *port, int src_pid,
 			 const pcori_fast_hdr_t *f, const void *payload,
 			 size_t len)
 {
-	uint32_t max = (uint32_t)pcori_rt.max_threads;
 	/* PCOR_DROP_EVERY's losses and counts are pcori_port_recv_fast's. */
 	if (PCORI_UNLIKELY(pcori_rt.cfg.drop_every) || !port->lossless ||
-	    (uint32_t)f->src_thid >= max || (uint32_t)f->dst_thid >= max ||
-	    f->tag < 0 || f->flags != PCORI_WF_FAST ||
-	    len > pcori_net.frag_size)
+	    (f->flags & PCORI_WF_HAS_ACK) || fast_fields_bad(f, len))
 		return 0;
 	pcori_peer_t *peer = pcori_peer_get(src_pid);
 	if (!peer ||
