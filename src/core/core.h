@@ -17,6 +17,8 @@
 #include "knobs.h"
 #include "sync.h"
 
+#include <sys/types.h>
+
 /* -------------------------------------------------------------- logging */
 
 typedef enum pcori_log_level {
@@ -67,6 +69,16 @@ void pcori_log(pcori_log_level_t lvl, pcori_subsys_t sub, const char *fmt,
 		if (!atomic_flag_test_and_set(&once_))                         \
 			PCORI_WARN(sub, __VA_ARGS__);                          \
 	} while (0)
+
+/* ------------------------------------------------------------ proc.c */
+
+/*
+ * Whether process os of this host runs (exists and is not stopped by a
+ * signal or a tracer), with the CPU time all its threads have used so far
+ * in *cpu_p (clock ticks, only grows).  Reads /proc/<os>/stat; false when
+ * it cannot tell.  Any thread; not for hot paths.
+ */
+bool pcori_os_proc_running(pid_t os, uint64_t *cpu_p);
 
 /* ------------------------------------------------------------ wait/wake */
 

@@ -112,8 +112,9 @@
 	X(NAMING_TIMEOUT_MS, naming_timeout_ms, INT, "10000", 10, 3600000,     \
 	  "how long a directory request waits for another agent's answer")     \
 	X(PEER_TIMEOUT_MS, peer_timeout_ms, INT, "1500", 100, 3600000,         \
-	  "a process that cannot be reached for this long, despite retries, " \
-	  "is declared lost")                                                  \
+	  "a process that cannot be reached or is silent for this long is "   \
+	  "declared lost (one on this host that runs and uses CPU waits, "    \
+	  "16 times this at most)")                                           \
 	X(PMIX, pmix, STRING, "auto", 0, 0,                                    \
 	  "bootstrap through PMIx: auto (when a PMIx server started us), on, " \
 	  "off")                                                               \

@@ -743,6 +743,8 @@ int pcori_agent_start(pcori_boot_out_t *bo)
 	reap_dead();
 	if (pthread_create(&NM.thread, NULL, agent_main, NULL))
 		return PCOR_ERR_SYSTEM;
+	/* Named for ps, top and gdb (and the tests that find it). */
+	pthread_setname_np(NM.thread, "pcor-agent");
 	NM.thread_started = true;
 	return PCOR_OK;
 }

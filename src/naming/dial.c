@@ -26,6 +26,15 @@
  * it was only stopped and resumes, it learns it is out, says so, and
  * every peer refuses it (a lost pid is never taken back).
  *
+ * Silence alone cannot tell a hung process from a starved one: on a host
+ * with a few hundred runnable threads per core, an agent thread can wait
+ * over a second for a CPU, or for a lock whose holder was preempted,
+ * while the rest of its process runs.  For a peer on this host the
+ * kernel is a second witness (pcori_nm_set_witness): one that is not
+ * stopped and whose threads keep using CPU is starved, and its verdict
+ * waits (starved()).  A stopped process is fenced as before; a hung one,
+ * whose CPU time stands still for a whole timeout, a timeout later.
+ *
  * That verdict is the job's, not one member's: the others may have timed
  * the same silence a moment later (and, the process resumed meanwhile,
  * hear it again), or have no open connection to it at all (its
@@ -346,6 +355,60 @@ int pcori_live_silent(int from, pcori_rbuf_t *r)
 	return PCOR_OK;
 }
 
+void pcori_nm_set_witness(pcori_nm_witness_fn fn)
+{
+	atomic_store_explicit(&NM.witness, fn, memory_order_release);
+}
+
+/* Starved peers wait at most this many timeouts for their verdict. */
+#define PCORI_STARVED_MAX 16
+
+/*
+ * c has been silent for the whole timeout: does the kernel say its
+ * process runs here and uses CPU?  Looked at every quarter of the
+ * timeout; a process whose CPU time stood still for a whole timeout is
+ * hung (its threads all wait), however it got there.  A starved one's
+ * may stand still for a while too, its threads queued behind a lock
+ * holder that waits for a CPU.  true: judge again at c->recheck_ns.
+ */
+static bool starved(pcori_conn_t *c, uint64_t now, uint64_t timeout)
+{
+	pcori_nm_witness_fn w =
+	    atomic_load_explicit(&NM.witness, memory_order_acquire);
+	uint64_t cpu;
+	if (c->starved_ns && c->last_rx_ns > c->starved_ns)
+		c->starved_ns = 0; /* it spoke since: a new silence */
+	if (!w || !w(c->pid, &cpu))
+		return false;
+	if (!c->starved_ns) {
+		/* The first look: where its CPU time stands. */
+		c->starved_ns = c->cpu_moved_ns = now;
+		c->starved_cpu = cpu;
+		c->starved_said = false;
+	} else if (cpu != c->starved_cpu) {
+		c->starved_cpu = cpu;
+		c->cpu_moved_ns = now;
+		if (!c->starved_said) {
+			c->starved_said = true;
+			PCORI_WARN(PCORI_SUB_NAMING,
+				   "agent: process %d silent for %llu ms, but it "
+				   "runs on this host and uses CPU: starved, not "
+				   "lost; waiting (at most %lld ms in all)",
+				   c->pid,
+				   (unsigned long long)((now - c->last_rx_ns) /
+							1000000),
+				   (long long)(PCORI_STARVED_MAX *
+					       NM.peer_timeout_ms));
+		}
+	} else if (now - c->cpu_moved_ns >= timeout) {
+		return false;
+	}
+	if (now - c->starved_ns >= PCORI_STARVED_MAX * timeout)
+		return false;
+	c->recheck_ns = now + timeout / 4;
+	return true;
+}
+
 uint64_t pcori_live_tick(uint64_t now)
 {
 	static uint64_t last_tick;
@@ -370,7 +433,9 @@ uint64_t pcori_live_tick(uint64_t now)
 			continue;
 		if (stalled)
 			c->last_rx_ns = now;
-		if (now - c->last_rx_ns >= timeout) {
+		bool silent = now - c->last_rx_ns >= timeout;
+		if (silent && now >= c->recheck_ns &&
+		    !starved(c, now, timeout)) {
 			uint64_t ms = (now - c->last_rx_ns) / 1000000;
 			PCORI_WARN(PCORI_SUB_NAMING,
 				   "agent: process %d at %s silent for %llu ms "
@@ -389,7 +454,8 @@ uint64_t pcori_live_tick(uint64_t now)
 			pcori_agent_push(c, &ping);
 			c->last_tx_ns = now;
 		}
-		next = PCORI_MIN(next, c->last_rx_ns + timeout);
+		next = PCORI_MIN(next, silent ? c->recheck_ns
+					      : c->last_rx_ns + timeout);
 		next = PCORI_MIN(next, c->last_tx_ns + idle);
 	}
 	pcori_wbuf_free(&ping);

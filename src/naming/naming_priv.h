@@ -192,6 +192,12 @@ struct pcori_conn {
 	bool pooled;      /* counted in admit.c's stranger pool */
 	bool ticket_ok;   /* server: the client's TICKET proved the key */
 	uint64_t last_rx_ns, last_tx_ns; /* liveness (dial.c) */
+	/* dial.c: silent, but its process seen running (0: not so) */
+	uint64_t starved_ns;  /* since when */
+	uint64_t starved_cpu; /* its CPU time at the last look */
+	uint64_t cpu_moved_ns; /* when that last grew */
+	uint64_t recheck_ns;  /* judge its silence again from then */
+	bool starved_said;    /* ... and we said so */
 	uint32_t src_ip;  /* pooled: peer's IPv4 address (network order) */
 	pcori_list_t alink, glink; /* pooled: per address, all strangers */
 	uint32_t refused_key_id; /* ... with its key id */
@@ -428,6 +434,7 @@ typedef struct pcori_nm {
 	bool evthread_started, evstop;
 
 	_Atomic bool fenced; /* a peer declared us lost (dial.c) */
+	_Atomic(pcori_nm_witness_fn) witness; /* dial.c; may be NULL */
 	/* statistics (any thread) */
 	_Atomic uint64_t n_auth_fail, n_proto_fail, n_accepted;
 } pcori_nm_t;

@@ -72,6 +72,14 @@ if [ "${PCOR_DROP_EVERY:-0}" != 0 ]; then
 	fi
 fi
 case $case_ in
+starved)	# kept alive by the kernel's word, not by chance
+	grep -q "\[0\].*process 1 silent for .*starved, not lost" "$tmp/err" ||
+		{ echo "FAIL: pid 0 did not wait for a starved peer"; exit 1; }
+	! grep -q "declaring it lost\|fencing it out" "$tmp/err" ||
+		{ echo "FAIL: a process was fenced out"; exit 1; } ;;
+hung)	# fenced for its silence, the kernel's word notwithstanding
+	grep -q "\[0\].*process 1 at .* silent for .*declaring it lost" \
+		"$tmp/err" || { echo "FAIL: pid 0 did not fence pid 1"; exit 1; } ;;
 flood)	# the receiver must have held the sender back: refused (and the
 	# sender resent), or on a lossless port left fast messages waiting
 	grep -qE "\[0\].*(nacks sent [1-9]|parked [1-9])" "$tmp/err" ||
