@@ -384,12 +384,12 @@ static bool starved(pcori_conn_t *c, uint64_t now, uint64_t timeout)
 		/* The first look: where its CPU time stands. */
 		c->starved_ns = c->cpu_moved_ns = now;
 		c->starved_cpu = cpu;
-		c->starved_said = false;
 	} else if (cpu != c->starved_cpu) {
+		/* Said once a silence: when its CPU time first grows. */
+		bool first = c->cpu_moved_ns == c->starved_ns;
 		c->starved_cpu = cpu;
 		c->cpu_moved_ns = now;
-		if (!c->starved_said) {
-			c->starved_said = true;
+		if (first) {
 			PCORI_WARN(PCORI_SUB_NAMING,
 				   "agent: process %d silent for %llu ms, but it "
 				   "runs on this host and uses CPU: starved, not "

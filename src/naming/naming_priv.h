@@ -197,7 +197,6 @@ struct pcori_conn {
 	uint64_t starved_cpu; /* its CPU time at the last look */
 	uint64_t cpu_moved_ns; /* when that last grew */
 	uint64_t recheck_ns;  /* judge its silence again from then */
-	bool starved_said;    /* ... and we said so */
 	uint32_t src_ip;  /* pooled: peer's IPv4 address (network order) */
 	pcori_list_t alink, glink; /* pooled: per address, all strangers */
 	uint32_t refused_key_id; /* ... with its key id */

@@ -161,7 +161,7 @@ static bool shm_peer_running(pcori_port_t *bp, int pid, uint64_t *cpu_p)
 	shm_port_t *p = (shm_port_t *)bp;
 	pid_t os = 0;
 	pcori_lock(&p->peers_lock);
-	for (shm_peer_t *d = p->peers; d; d = d->next)
+	for (shm_peer_t *d = p->peers; d && !os; d = d->next)
 		if (d->pid == pid && !shmp_peer_dead(d))
 			os = d->ospid;
 	pcori_unlock(&p->peers_lock);
