@@ -76,6 +76,26 @@ static void send_wait(int pid, int thid, int tag, const void *b, size_t n)
 	CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
 }
 
+/*
+ * send_wait where the receiver's pool may be full: a message for a
+ * thread that has not posted its receive yet needs a block of that pool,
+ * and while other processes flood it PCOR_ERR_AGAIN is back-pressure, not
+ * a failure.  Retried for 60 s at most.
+ */
+static void send_wait_again(int pid, int thid, int tag, const void *b,
+			    size_t n)
+{
+	pcor_handle_t h;
+	uint64_t end = pcori_now_ns() + 60000000000ull;
+	int rc;
+	while ((rc = pcor_send_copy(pid, thid, tag, b, n, &h)) ==
+		   PCOR_ERR_AGAIN &&
+	       pcori_now_ns() < end)
+		sched_yield();
+	CHECK_OK(rc);
+	CHECK_OK(pcor_handle_test(h, PCOR_BLOCK));
+}
+
 static void recv_wait(int pid, int thid, int tag, void *b, size_t n)
 {
 	pcor_handle_t h;
@@ -538,15 +558,20 @@ static int run_alltoall(int t)
 		CHECK_OK(pcor_thread_create(a2a_thread, (void *)(intptr_t)k,
 					    &mine[k]));
 	/* Exchange the thread tables between the main threads. */
+	/*
+	 * The others' threads may be sending to ours already, filling our
+	 * pool with messages for receives not posted yet (and theirs).
+	 */
 	for (int p = 0; p < np; p++)
 		if (p != me)
-			send_wait(p, 0, TAG_READY, mine, sizeof(int) * (size_t)t);
+			send_wait_again(p, 0, TAG_READY, mine,
+					sizeof(int) * (size_t)t);
 	for (int p = 0; p < np; p++)
 		if (p != me)
 			recv_wait(p, 0, TAG_READY, &a2a_thids[p * t],
 				  sizeof(int) * (size_t)t);
 	for (int k = 0; k < t; k++)
-		send_wait(me, mine[k], TAG_NOTE, NULL, 0);
+		send_wait_again(me, mine[k], TAG_NOTE, NULL, 0);
 	for (int k = 0; k < t; k++)
 		CHECK_OK(pcor_thread_join(mine[k], NULL));
 	free(a2a_thids);
