@@ -77,8 +77,13 @@ need_mpirun() {
 	unset PCOR_JOB_SIZE PCOR_JOB_PID PCOR_JOB_KEY PCOR_AGENT_ADDR
 }
 
+# The job's processes may still be dying when it ended (a SIGKILL is
+# delivered, not done): each has 10 s to end.  pidwait's pattern is the
+# marker with its first letter bracketed, so that it matches neither
+# pidwait's own command line nor that of the timeout running it.
 no_leftovers() {
-	if pgrep -f -- "$marker" >/dev/null; then
+	timeout 10 pidwait -f -- "[${marker:0:1}]${marker:1}"
+	if [ $? -eq 124 ] || pgrep -f -- "$marker" >/dev/null; then
 		pgrep -af -- "$marker"
 		fail "processes left behind"
 	fi

@@ -65,8 +65,13 @@ expect_ok() { # CASE COUNT
 	[ "$n" -eq "$2" ] || fail "$n of $2 processes passed $1"
 }
 
+# The job's processes may still be dying when it ended (a SIGKILL is
+# delivered, not done): each has 10 s to end.  pidwait's pattern is the
+# marker with its first letter bracketed, so that it matches neither
+# pidwait's own command line nor that of the timeout running it.
 no_leftovers() {
-	if pgrep -f -- "$marker" >/dev/null; then
+	timeout 10 pidwait -f -- "[${marker:0:1}]${marker:1}"
+	if [ $? -eq 124 ] || pgrep -f -- "$marker" >/dev/null; then
 		pgrep -af -- "$marker"
 		fail "processes left behind"
 	fi
