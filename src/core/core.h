@@ -73,12 +73,33 @@ void pcori_log(pcori_log_level_t lvl, pcori_subsys_t sub, const char *fmt,
 /* ------------------------------------------------------------ proc.c */
 
 /*
- * Whether process os of this host runs (exists and is not stopped by a
- * signal or a tracer), with the CPU time all its threads have used so far
- * in *cpu_p (clock ticks, only grows).  Reads /proc/<os>/stat; false when
- * it cannot tell.  Any thread; not for hot paths.
+ * A process as the kernel of its host names it.  Process ids are reused
+ * and only mean something within one pid namespace of one boot, so boot,
+ * pidns, ospid and start together name one process: what a peer tells us
+ * of itself may be checked against /proc only where boot and pidns are
+ * ours.  netns as well: a process of another network namespace is
+ * reached through a network that can fail while it runs, as another
+ * host's is (and tests make hosts of namespaces).
  */
-bool pcori_os_proc_running(pid_t os, uint64_t *cpu_p);
+typedef struct pcori_os_proc {
+	uint8_t boot[16]; /* /proc/sys/kernel/random/boot_id; all 0: unknown */
+	uint64_t pidns;   /* inode of its pid namespace */
+	uint64_t netns;   /* inode of its network namespace */
+	uint64_t start;   /* start time, clock ticks after boot */
+	int32_t ospid;    /* its process id there */
+} pcori_os_proc_t;
+
+/* This process's name (all 0 where /proc cannot tell).  Any thread. */
+void pcori_os_proc_self(pcori_os_proc_t *me);
+
+/*
+ * Whether process who runs on this host (exists, is the process named,
+ * and is not stopped by a signal or a tracer), with the CPU time all its
+ * threads have used so far in *cpu_p (clock ticks, only grows).  Reads
+ * /proc/<ospid>/stat; false when it cannot tell (another host, pid or
+ * network namespace, a reused pid).  Any thread; not for hot paths.
+ */
+bool pcori_os_proc_running(const pcori_os_proc_t *who, uint64_t *cpu_p);
 
 /* ------------------------------------------------------------ wait/wake */
 

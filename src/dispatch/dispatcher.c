@@ -665,20 +665,6 @@ int pcori_net_init(const pcori_config_t *cfg, const pcori_boot_t *boot,
 	return PCOR_OK;
 }
 
-/*
- * The directory's second witness for a peer whose agent fell silent: a
- * port that shares this host with it asks the kernel.
- */
-static bool peer_running(int pid, uint64_t *cpu_p)
-{
-	for (int i = 0; i < pcori_net.nports; i++) {
-		pcori_port_t *p = pcori_net.ports[i];
-		if (p->ops->peer_running && p->ops->peer_running(p, pid, cpu_p))
-			return true;
-	}
-	return false;
-}
-
 int pcori_net_start(void)
 {
 	for (int i = 0; i < pcori_net.nports; i++) {
@@ -699,7 +685,6 @@ int pcori_net_start(void)
 		}
 	}
 	atomic_store_explicit(&pcori_drive, &drive_ops, memory_order_release);
-	pcori_nm_set_witness(peer_running);
 	return PCOR_OK;
 }
 
@@ -856,7 +841,6 @@ void pcori_net_fini(void)
 {
 	if (!pcori_net.up)
 		return;
-	pcori_nm_set_witness(NULL);
 	atomic_store(&pcori_drive, NULL);
 	for (int i = 0; i < pcori_net.nports; i++)
 		atomic_store(&pcori_net.ports[i]->stop, true);

@@ -251,6 +251,7 @@ static void send_hello(pcori_conn_t *c)
 	pcori_w_u32(&w, (uint32_t)self_pid());
 	pcori_w_u8(&w, NM.ready_sent ? 1 : 0);
 	pcori_w_str(&w, NM.agent);
+	pcori_w_os_proc(&w, &NM.self_proc);
 	if (NM.ready_sent) {
 		pcori_lock(&NM.lock);
 		pcori_w_member(&w, &NM.self);
@@ -299,6 +300,8 @@ static int on_hello(pcori_conn_t *c, pcori_rbuf_t *r)
 	uint8_t ready = pcori_r_u8(r);
 	char agent[PCORI_AGENT_ADDR_MAX];
 	pcori_r_str(r, agent, sizeof(agent));
+	pcori_os_proc_t proc;
+	pcori_r_os_proc(r, &proc);
 	pcori_member_t m;
 	if (r->err || upid > INT_MAX || (int)upid == self_pid() || ready > 1)
 		return PCOR_ERR_PROTO;
@@ -327,6 +330,7 @@ static int on_hello(pcori_conn_t *c, pcori_rbuf_t *r)
 	if (c->server)
 		send_hello(c);
 	c->pid = pid;
+	c->proc = proc;
 	c->kind = CONN_PEER;
 	e->conn = c;
 	pcori_dial_ok(e);

@@ -30,10 +30,11 @@
  * with a few hundred runnable threads per core, an agent thread can wait
  * over a second for a CPU, or for a lock whose holder was preempted,
  * while the rest of its process runs.  For a peer on this host the
- * kernel is a second witness (pcori_nm_set_witness): one that is not
- * stopped and whose threads keep using CPU is starved, and its verdict
- * waits (starved()).  A stopped process is fenced as before; a hung one,
- * whose CPU time stands still for a whole timeout, a timeout later.
+ * kernel is a second witness, whatever fabric carries its data: its HELLO
+ * names its process (pcori_os_proc_t), and one that is not stopped and
+ * whose threads keep using CPU is starved, and its verdict waits
+ * (starved()).  A stopped process is fenced as before; a hung one, whose
+ * CPU time stands still for a whole timeout, a timeout later.
  *
  * That verdict is the job's, not one member's: the others may have timed
  * the same silence a moment later (and, the process resumed meanwhile,
@@ -355,11 +356,6 @@ int pcori_live_silent(int from, pcori_rbuf_t *r)
 	return PCOR_OK;
 }
 
-void pcori_nm_set_witness(pcori_nm_witness_fn fn)
-{
-	atomic_store_explicit(&NM.witness, fn, memory_order_release);
-}
-
 /* Starved peers wait at most this many timeouts for their verdict. */
 #define PCORI_STARVED_MAX 16
 
@@ -373,12 +369,14 @@ void pcori_nm_set_witness(pcori_nm_witness_fn fn)
  */
 static bool starved(pcori_conn_t *c, uint64_t now, uint64_t timeout)
 {
-	pcori_nm_witness_fn w =
-	    atomic_load_explicit(&NM.witness, memory_order_acquire);
 	uint64_t cpu;
 	if (c->starved_ns && c->last_rx_ns > c->starved_ns)
 		c->starved_ns = 0; /* it spoke since: a new silence */
-	if (!w || !w(c->pid, &cpu))
+	/*
+	 * What it named itself is taken as said: a member (it has the key)
+	 * that named another running process buys at most the bound below.
+	 */
+	if (!pcori_os_proc_running(&c->proc, &cpu))
 		return false;
 	if (!c->starved_ns) {
 		/* The first look: where its CPU time stands. */

@@ -198,6 +198,7 @@ int pcori_naming_init(const pcori_config_t *cfg, pcori_boot_t *boot_p)
 	}
 	NM.mode = bo.mode;
 	snprintf(NM.agent, sizeof(NM.agent), "%s", bo.agent);
+	pcori_os_proc_self(&NM.self_proc);
 	atomic_store(&pcori_rt.nprocs, NM.boot.nprocs);
 	pcori_dir_grow_nprocs(NM.boot.pid);
 	rc = pcori_agent_start(&bo);

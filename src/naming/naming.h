@@ -113,15 +113,4 @@ typedef void (*pcori_member_hook_fn)(int pid, pcori_member_event_t ev,
 				     void *ctx);
 int pcori_dir_hook_add(pcori_member_hook_fn fn, void *ctx);
 
-/*
- * A second witness for a peer whose agent has fallen silent: fn(pid,
- * &cpu) is true when pid's process runs on this host and is not stopped,
- * with the CPU time all its threads have used so far in *cpu (clock
- * ticks); false when it cannot tell.  A silent peer that runs and uses
- * CPU is starved, not lost (dial.c).  Set by the dispatch layer once its
- * ports are open; NULL clears it.  fn runs on the agent's thread.
- */
-typedef bool (*pcori_nm_witness_fn)(int pid, uint64_t *cpu_p);
-void pcori_nm_set_witness(pcori_nm_witness_fn fn);
-
 #endif /* PCOR_NAMING_H */

@@ -31,7 +31,7 @@
  * All integers big-endian (network order).  Strings are u16 length +
  * bytes, no NUL.  A frame that breaks any rule closes the connection.
  */
-#define PCORI_CTL_VERSION 1
+#define PCORI_CTL_VERSION 2
 #define PCORI_CTL_HDR 8
 #define PCORI_CTL_MAX_PREAUTH 64      /* body bytes before authentication */
 #define PCORI_CTL_MAX (1u << 20)      /* body bytes afterwards */
@@ -47,7 +47,7 @@ typedef enum pcori_ctl_type {
 	PCORI_CTL_AUTH,          /* client: nonce, mac */
 	PCORI_CTL_AUTH_OK,       /* server: mac */
 	/* agent to agent */
-	PCORI_CTL_HELLO,   /* pid, ready, agent address */
+	PCORI_CTL_HELLO,   /* pid, ready, agent address, process, [member] */
 	PCORI_CTL_READY,   /* sender is registered and joined */
 	PCORI_CTL_BYE,     /* sender leaves normally */
 	PCORI_CTL_REG,     /* reqid, member: store at home */
@@ -118,6 +118,7 @@ void pcori_w_u16(pcori_wbuf_t *w, uint16_t v);
 void pcori_w_u32(pcori_wbuf_t *w, uint32_t v);
 void pcori_w_str(pcori_wbuf_t *w, const char *s);
 void pcori_w_member(pcori_wbuf_t *w, const pcori_member_t *m);
+void pcori_w_os_proc(pcori_wbuf_t *w, const pcori_os_proc_t *p);
 
 void pcori_rbuf_init(pcori_rbuf_t *r, const void *p, size_t len);
 uint8_t pcori_r_u8(pcori_rbuf_t *r);
@@ -127,6 +128,7 @@ void pcori_r_bytes(pcori_rbuf_t *r, void *out, size_t n);
 /* Read a string into out[cap] (NUL-terminated); err if it does not fit. */
 void pcori_r_str(pcori_rbuf_t *r, char *out, size_t cap);
 void pcori_r_member(pcori_rbuf_t *r, pcori_member_t *m);
+void pcori_r_os_proc(pcori_rbuf_t *r, pcori_os_proc_t *p);
 /* True when the whole body was consumed without error. */
 static inline bool pcori_r_done(const pcori_rbuf_t *r)
 {
@@ -192,6 +194,7 @@ struct pcori_conn {
 	bool pooled;      /* counted in admit.c's stranger pool */
 	bool ticket_ok;   /* server: the client's TICKET proved the key */
 	uint64_t last_rx_ns, last_tx_ns; /* liveness (dial.c) */
+	pcori_os_proc_t proc; /* its process, as its HELLO named it */
 	/* dial.c: silent, but its process seen running (0: not so) */
 	uint64_t starved_ns;  /* since when */
 	uint64_t starved_cpu; /* its CPU time at the last look */
@@ -433,7 +436,7 @@ typedef struct pcori_nm {
 	bool evthread_started, evstop;
 
 	_Atomic bool fenced; /* a peer declared us lost (dial.c) */
-	_Atomic(pcori_nm_witness_fn) witness; /* dial.c; may be NULL */
+	pcori_os_proc_t self_proc; /* ours, for our HELLO */
 	/* statistics (any thread) */
 	_Atomic uint64_t n_auth_fail, n_proto_fail, n_accepted;
 } pcori_nm_t;

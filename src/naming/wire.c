@@ -108,6 +108,19 @@ void pcori_w_member(pcori_wbuf_t *w, const pcori_member_t *m)
 	}
 }
 
+/* Unknown (all 0) is sent as it is: the reader cannot tell either. */
+void pcori_w_os_proc(pcori_wbuf_t *w, const pcori_os_proc_t *p)
+{
+	pcori_w_bytes(w, p->boot, sizeof(p->boot));
+	pcori_w_u32(w, (uint32_t)(p->pidns >> 32));
+	pcori_w_u32(w, (uint32_t)p->pidns);
+	pcori_w_u32(w, (uint32_t)(p->netns >> 32));
+	pcori_w_u32(w, (uint32_t)p->netns);
+	pcori_w_u32(w, (uint32_t)(p->start >> 32));
+	pcori_w_u32(w, (uint32_t)p->start);
+	pcori_w_u32(w, (uint32_t)p->ospid);
+}
+
 void pcori_rbuf_init(pcori_rbuf_t *r, const void *p, size_t len)
 {
 	r->p = p;
@@ -162,6 +175,20 @@ void pcori_r_str(pcori_rbuf_t *r, char *out, size_t cap)
 	/* An embedded NUL would make two peers read different strings. */
 	if (strlen(out) != n)
 		r->err = true;
+}
+
+void pcori_r_os_proc(pcori_rbuf_t *r, pcori_os_proc_t *p)
+{
+	pcori_r_bytes(r, p->boot, sizeof(p->boot));
+	p->pidns = (uint64_t)pcori_r_u32(r) << 32;
+	p->pidns |= pcori_r_u32(r);
+	p->netns = (uint64_t)pcori_r_u32(r) << 32;
+	p->netns |= pcori_r_u32(r);
+	p->start = (uint64_t)pcori_r_u32(r) << 32;
+	p->start |= pcori_r_u32(r);
+	uint32_t os = pcori_r_u32(r);
+	/* Not a process id: named as unknown, not refused. */
+	p->ospid = os > INT32_MAX ? 0 : (int32_t)os;
 }
 
 void pcori_r_member(pcori_rbuf_t *r, pcori_member_t *m)

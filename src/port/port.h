@@ -161,14 +161,6 @@ typedef struct pcori_port_ops {
 	 * keeps nothing of a peer that needs it.
 	 */
 	void (*peer_gone)(pcori_port_t *p, int pid, bool failed);
-	/*
-	 * Whether process pid, a peer of this port on this host, runs (is
-	 * not stopped and has not ended), with the CPU time its threads have
-	 * used so far in *cpu_p: the kernel's word on a peer whose agent fell
-	 * silent (pcori_nm_set_witness).  Any thread.  NULL, or false: the
-	 * kind cannot tell.
-	 */
-	bool (*peer_running)(pcori_port_t *p, int pid, uint64_t *cpu_p);
 	void (*close)(pcori_port_t *p);
 } pcori_port_ops_t;
 

@@ -155,19 +155,6 @@ static bool peer_ended(shm_peer_t *d)
 	return d->ended;
 }
 
-/* The ports' op peer_running: the peer's process id on this host. */
-static bool shm_peer_running(pcori_port_t *bp, int pid, uint64_t *cpu_p)
-{
-	shm_port_t *p = (shm_port_t *)bp;
-	pid_t os = 0;
-	pcori_lock(&p->peers_lock);
-	for (shm_peer_t *d = p->peers; d && !os; d = d->next)
-		if (d->pid == pid && !shmp_peer_dead(d))
-			os = d->ospid;
-	pcori_unlock(&p->peers_lock);
-	return pcori_os_proc_running(os, cpu_p);
-}
-
 /*
  * May a cell run given to owner be reused without its DONE mark?  Only
  * once its process has ended: a process declared lost may still be
@@ -822,7 +809,6 @@ static const pcori_port_ops_t shm_ops = {
     .wait = shmp_wait,
     .unsettled = shm_unsettled,
     .peer_gone = shm_peer_gone,
-    .peer_running = shm_peer_running,
     .close = shm_close,
 };
 

@@ -36,12 +36,16 @@ static int on_frame(pcori_conn_t *c, int type, pcori_rbuf_t *r, void *ctx)
 	must(type > PCORI_CTL_AUTH_OK && type < PCORI_CTL_TYPE_MAX_,
 	     "only post-handshake types reach the owner");
 	char s[PCORI_AGENT_ADDR_MAX];
+	pcori_os_proc_t proc;
 	pcori_member_t m;
 	(void)pcori_r_u32(r);
 	(void)pcori_r_u8(r);
 	pcori_r_str(r, s, sizeof(s));
 	if (!r->err)
 		must(memchr(s, 0, sizeof(s)) != NULL, "string terminated");
+	pcori_r_os_proc(r, &proc);
+	if (!r->err)
+		must(proc.ospid >= 0, "process id not negative");
 	pcori_r_member(r, &m);
 	if (!r->err)
 		must(m.nports >= 0 && m.nports <= PCORI_MAX_PORTS,

@@ -74,6 +74,28 @@ static void test_encoding(void)
 	pcori_r_member(&r, &back);
 	CHECK(r.err);
 	pcori_wbuf_free(&w);
+
+	/* A process's name round-trips; one cut short latches an error. */
+	pcori_os_proc_t me, got;
+	pcori_os_proc_self(&me);
+	CHECK(me.ospid == (int32_t)getpid());
+	pcori_w_os_proc(&w, &me);
+	CHECK(w.len == 44);
+	pcori_rbuf_init(&r, w.p, w.len);
+	pcori_r_os_proc(&r, &got);
+	CHECK(pcori_r_done(&r) && !memcmp(me.boot, got.boot, sizeof(me.boot)));
+	CHECK(got.pidns == me.pidns && got.netns == me.netns &&
+	      got.start == me.start &&
+	      got.ospid == me.ospid);
+	pcori_rbuf_init(&r, w.p, w.len - 1);
+	pcori_r_os_proc(&r, &got);
+	CHECK(r.err);
+	/* A process id past INT32_MAX is read as unknown. */
+	memset(w.p + 40, 0xff, 4);
+	pcori_rbuf_init(&r, w.p, w.len);
+	pcori_r_os_proc(&r, &got);
+	CHECK(pcori_r_done(&r) && got.ospid == 0);
+	pcori_wbuf_free(&w);
 }
 
 static void test_key(void)
