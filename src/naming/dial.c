@@ -34,7 +34,7 @@
  * names its process (pcori_os_proc_t), and one that is not stopped and
  * whose threads keep using CPU is starved, and its verdict waits
  * (starved()).  A stopped process is fenced as before; a hung one, whose
- * CPU time stands still for a whole timeout, a timeout later.
+ * CPU time hardly grows over a whole timeout, a timeout later.
  *
  * That verdict is the job's, not one member's: the others may have timed
  * the same silence a moment later (and, the process resumed meanwhile,
@@ -358,14 +358,33 @@ int pcori_live_silent(int from, pcori_rbuf_t *r)
 
 /* Starved peers wait at most this many timeouts for their verdict. */
 #define PCORI_STARVED_MAX 16
+/*
+ * A process that used less than this share of one CPU over a whole
+ * timeout is hung: its threads all wait.  Not none at all: a runtime's
+ * own housekeeping (a sanitizer's background thread, timers) is charged
+ * a clock tick now and then.  A starved one's threads want CPU and get
+ * their share of it.
+ */
+#define PCORI_STARVED_BUSY_DIV 32
+
+/* The clock ticks of CPU time that tell a starved process over t ns. */
+static uint64_t busy_ticks(uint64_t t)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	if (hz <= 0)
+		hz = 100;
+	uint64_t ticks = t / 1000000u * (uint64_t)hz / 1000u;
+	return PCORI_MAX(ticks / PCORI_STARVED_BUSY_DIV, 1u);
+}
 
 /*
  * c has been silent for the whole timeout: does the kernel say its
  * process runs here and uses CPU?  Looked at every quarter of the
- * timeout; a process whose CPU time stood still for a whole timeout is
- * hung (its threads all wait), however it got there.  A starved one's
- * may stand still for a while too, its threads queued behind a lock
- * holder that waits for a CPU.  true: judge again at c->recheck_ns.
+ * timeout (a stopped process is fenced at once), its CPU time judged
+ * once a timeout: too little of it over the last one, and it is hung,
+ * however it got there.  Not at every look: a starved process may use
+ * none for a while, its threads queued behind a lock holder that waits
+ * for a CPU.  true: judge again at c->recheck_ns.
  */
 static bool starved(pcori_conn_t *c, uint64_t now, uint64_t timeout)
 {
@@ -379,15 +398,14 @@ static bool starved(pcori_conn_t *c, uint64_t now, uint64_t timeout)
 	if (!pcori_os_proc_running(&c->proc, &cpu))
 		return false;
 	if (!c->starved_ns) {
-		/* The first look: where its CPU time stands. */
-		c->starved_ns = c->cpu_moved_ns = now;
-		c->starved_cpu = cpu;
-	} else if (cpu != c->starved_cpu) {
-		/* Said once a silence: when its CPU time first grows. */
-		bool first = c->cpu_moved_ns == c->starved_ns;
-		c->starved_cpu = cpu;
-		c->cpu_moved_ns = now;
-		if (first) {
+		/* The first look opens the first window. */
+		c->starved_ns = c->win_ns = now;
+		c->win_cpu = cpu;
+	} else if (now - c->win_ns >= timeout) {
+		if (cpu - c->win_cpu < busy_ticks(now - c->win_ns))
+			return false;
+		/* Said once a silence: at the first window found busy. */
+		if (c->win_ns == c->starved_ns)
 			PCORI_WARN(PCORI_SUB_NAMING,
 				   "agent: process %d silent for %llu ms, but it "
 				   "runs on this host and uses CPU: starved, not "
@@ -397,9 +415,8 @@ static bool starved(pcori_conn_t *c, uint64_t now, uint64_t timeout)
 							1000000),
 				   (long long)(PCORI_STARVED_MAX *
 					       NM.peer_timeout_ms));
-		}
-	} else if (now - c->cpu_moved_ns >= timeout) {
-		return false;
+		c->win_ns = now;
+		c->win_cpu = cpu;
 	}
 	if (now - c->starved_ns >= PCORI_STARVED_MAX * timeout)
 		return false;

@@ -197,8 +197,8 @@ struct pcori_conn {
 	pcori_os_proc_t proc; /* its process, as its HELLO named it */
 	/* dial.c: silent, but its process seen running (0: not so) */
 	uint64_t starved_ns;  /* since when */
-	uint64_t starved_cpu; /* its CPU time at the last look */
-	uint64_t cpu_moved_ns; /* when that last grew */
+	uint64_t win_ns;      /* the window its CPU time is judged over */
+	uint64_t win_cpu;     /* its CPU time (ticks) when that began */
 	uint64_t recheck_ns;  /* judge its silence again from then */
 	uint32_t src_ip;  /* pooled: peer's IPv4 address (network order) */
 	pcori_list_t alink, glink; /* pooled: per address, all strangers */

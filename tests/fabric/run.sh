@@ -77,7 +77,7 @@ starved)	# kept alive by the kernel's word, not by chance
 		{ echo "FAIL: pid 0 did not wait for a starved peer"; exit 1; }
 	! grep -q "declaring it lost\|fencing it out" "$tmp/err" ||
 		{ echo "FAIL: a process was fenced out"; exit 1; } ;;
-hung)	# fenced for its silence because its CPU time stood still, not
+hung)	# fenced for its silence because its CPU time hardly grew, not
 	# at the bound a starved process waits for (16 timeouts)
 	ms=$(sed -n 's/^\[0\].*process 1 at .* silent for \([0-9]*\) ms .*declaring it lost.*/\1/p' \
 		"$tmp/err" | head -n 1)
