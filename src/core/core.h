@@ -95,11 +95,14 @@ void pcori_os_proc_self(pcori_os_proc_t *me);
 /*
  * Whether process who runs on this host (exists, is the process named,
  * and is not stopped by a signal or a tracer), with the CPU time all its
- * threads have used so far in *cpu_p (clock ticks, only grows).  Reads
- * /proc/<ospid>/stat; false when it cannot tell (another host, pid or
- * network namespace, a reused pid).  Any thread; not for hot paths.
+ * threads have used so far in *cpu_p (clock ticks, only grows); me is
+ * this process's name (pcori_os_proc_self), whose host and namespaces
+ * who's must be.  Reads /proc/<ospid>/stat; false when it cannot tell
+ * (another host, pid or network namespace, a reused pid).  Any thread;
+ * not for hot paths.
  */
-bool pcori_os_proc_running(const pcori_os_proc_t *who, uint64_t *cpu_p);
+bool pcori_os_proc_running(const pcori_os_proc_t *who,
+			   const pcori_os_proc_t *me, uint64_t *cpu_p);
 
 /* ------------------------------------------------------------ wait/wake */
 

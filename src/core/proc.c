@@ -110,7 +110,8 @@ void pcori_os_proc_self(pcori_os_proc_t *me)
 	 * number processes differently: then we cannot tell.
 	 */
 	if (!boot_id(me->boot) || stat("/proc/self/ns/pid", &ns) != 0 ||
-	    stat("/proc/self/ns/net", &net) != 0 || !stat_read("/proc/self/stat", &st) || st.pid != (long)getpid()) {
+	    stat("/proc/self/ns/net", &net) != 0 ||
+	    !stat_read("/proc/self/stat", &st) || st.pid != (long)getpid()) {
 		memset(me, 0, sizeof(*me));
 		return;
 	}
@@ -120,15 +121,14 @@ void pcori_os_proc_self(pcori_os_proc_t *me)
 	me->ospid = (int32_t)getpid();
 }
 
-bool pcori_os_proc_running(const pcori_os_proc_t *who, uint64_t *cpu_p)
+bool pcori_os_proc_running(const pcori_os_proc_t *who,
+			   const pcori_os_proc_t *me, uint64_t *cpu_p)
 {
 	static const uint8_t unknown[16];
 	if (who->ospid <= 0 || !memcmp(who->boot, unknown, sizeof(unknown)))
 		return false;
-	pcori_os_proc_t me;
-	pcori_os_proc_self(&me);
-	if (memcmp(me.boot, who->boot, sizeof(me.boot)) ||
-	    me.pidns != who->pidns || me.netns != who->netns)
+	if (memcmp(me->boot, who->boot, sizeof(me->boot)) ||
+	    me->pidns != who->pidns || me->netns != who->netns)
 		return false; /* another host, or namespaces of its own */
 	char path[48];
 	proc_stat_t st;

@@ -395,7 +395,7 @@ static bool starved(pcori_conn_t *c, uint64_t now, uint64_t timeout)
 	 * What it named itself is taken as said: a member (it has the key)
 	 * that named another running process buys at most the bound below.
 	 */
-	if (!pcori_os_proc_running(&c->proc, &cpu))
+	if (!pcori_os_proc_running(&c->proc, &NM.self_proc, &cpu))
 		return false;
 	if (!c->starved_ns) {
 		/* The first look opens the first window. */

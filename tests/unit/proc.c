@@ -22,10 +22,13 @@
 /* Bound on every wait for the kernel to show a change. */
 #define WAIT_NS (10ull * 1000000000u)
 
+/* As this process sees p. */
 static bool running(const pcori_os_proc_t *p)
 {
+	pcori_os_proc_t me;
 	uint64_t cpu;
-	return pcori_os_proc_running(p, &cpu);
+	pcori_os_proc_self(&me);
+	return pcori_os_proc_running(p, &me, &cpu);
 }
 
 /* Burn CPU until our CPU time has grown (bounded). */
@@ -34,13 +37,13 @@ static void cpu_grows(void)
 	pcori_os_proc_t me;
 	pcori_os_proc_self(&me);
 	uint64_t before, now;
-	CHECK(pcori_os_proc_running(&me, &before));
+	CHECK(pcori_os_proc_running(&me, &me, &before));
 	uint64_t end = th_now_ns() + WAIT_NS;
 	volatile uint64_t x = 0;
 	do {
 		for (int i = 0; i < 1000000; i++)
 			x += (uint64_t)i;
-		CHECK(pcori_os_proc_running(&me, &now));
+		CHECK(pcori_os_proc_running(&me, &me, &now));
 	} while (now == before && th_now_ns() < end);
 	CHECK(now > before);
 }
