@@ -243,7 +243,8 @@ typedef struct pcori_req {
 						allocated; see handle.c */
 	uint32_t index;         /* own slot in the handle table */
 	int32_t owner_thid;     /* receives: the posting thread */
-	_Atomic uint32_t hgen;  /* the generation handles carry; handle.c */
+	_Atomic uint16_t hgen;  /* the generation handles carry; handle.c */
+	_Atomic uint16_t maker; /* thread id that allocated it; handle.c */
 	pcori_report_t report;  /* receives: where the tester reports */
 	/* line 3: what arrived (receives): completer writes, tester reads */
 	alignas(PCORI_CACHELINE) pcor_msginfo_t info;
@@ -261,18 +262,12 @@ typedef struct pcori_req {
 	 */
 	_Atomic(pcori_inbox_t *) inbox;
 	_Atomic uint32_t inbox_seq;
-#if PCORI_LOCK_BIAS
-	/*
-	 * line 4: the releasers' lock (handle.c).  Its own line: the thread
-	 * that keeps testing this slot soon holds its bias, and line 1 is
-	 * the completer's.
-	 */
-	alignas(PCORI_CACHELINE) pcori_lock_t rel;
-#endif
 } pcori_req_t;
 
 _Static_assert(offsetof(pcori_req_t, gen) == PCORI_CACHELINE,
 	       "a request's first line overflows");
+_Static_assert(offsetof(pcori_req_t, info) == 2 * PCORI_CACHELINE,
+	       "a request's second line overflows");
 
 /* Room for max_handles requests in progress, with max_threads threads
  * each caching free slots. */
@@ -298,6 +293,13 @@ pcor_handle_t pcori_req_handle(const pcori_req_t *req);
  */
 pcor_handle_t pcori_req_done_handle(void);
 void pcori_req_done_undo(pcor_handle_t h);
+/*
+ * How many claims by other threads mark a thread's requests and tokens
+ * shared (handle.c: both sides then use a CAS), and whether thid's are;
+ * for tests.  The setter unmarks every thread: only while nobody claims.
+ */
+void pcori_claim_share_set(uint32_t after);
+bool pcori_claim_shared(uint32_t thid);
 #define PCORI_TOKEN_BIT (1u << 30)
 static inline bool pcori_req_is_token(pcor_handle_t h)
 {

@@ -6,22 +6,24 @@
  *    PCOR_MAX_HANDLES and never moved, so a request pointer stays valid
  *    for the runtime's life and lookup is two loads.
  *  - A handle is (generation << 20) | index.  The slot's gen counter is odd
- *    while allocated and even while free; release turns it odd -> even
- *    with a CAS, so of two threads testing one handle exactly one gets
- *    the status and the other PCOR_ERR_BADHANDLE.  Where locks can be
- *    biased (PCORI_LOCK_BIAS) it does so under the slot's own lock
- *    instead: slots are reused LIFO by the thread that tests them, so the
- *    lock becomes biased to that thread and a release costs it no locked
- *    instruction.  The 10 generation bits in the handle make a
- *    stale handle look valid only after 1023 reuses of its slot.  The slot
+ *    while allocated and even while free; release claims it odd -> even,
+ *    so of two threads testing one handle exactly one gets the status
+ *    and the other PCOR_ERR_BADHANDLE.  The 10 generation bits in the
+ *    handle make a stale handle look valid only after 1023 reuses of its
+ *    slot.  The slot
  *    keeps the generation its handles carry (hgen, 1..1023, one step per
  *    use), so making and checking a handle costs no division.
  *  - A send that completed inside its call (the lossless fast path) takes
  *    no slot: its handle is a done token (bit 30 set, which no slot's
  *    handle has), one of PCORI_TOKEN_SLOTS words per thread that the
- *    sender sets and the test clears with a CAS.  That keeps the rule of
- *    one status per handle and PCOR_ERR_BADHANDLE after it, for a small
- *    fraction of a slot's cost on the hop's path.
+ *    sender sets and the test claims.  That keeps the rule of one status
+ *    per handle and PCOR_ERR_BADHANDLE after it, for a small fraction of
+ *    a slot's cost on the hop's path.
+ *  - A claim (release, token test) by the thread that made the request
+ *    or token, its usual tester, is a load and a store: Dekker-paired
+ *    with other threads' claims, which pay an asymmetric fence instead
+ *    (claim(), below).  Where another thread keeps claiming a thread's
+ *    objects, both sides use a CAS.
  *  - Free slots are kept per pcor thread (a small LIFO in TLS, hot in
  *    cache) in front of one global stack under a lock.  The table is
  *    sized for PCOR_MAX_HANDLES plus every thread's cache.
@@ -32,6 +34,7 @@
 #include "core.h"
 
 #include <sched.h>
+#include <time.h>
 
 #define PCORI_HINDEX_BITS 20
 #define PCORI_HINDEX_MASK ((1u << PCORI_HINDEX_BITS) - 1)
@@ -62,12 +65,124 @@ _Thread_local pcori_tls_t pcori_tls __attribute__((tls_model("initial-exec")));
 _Static_assert((PCORI_HGEN_SPAN + 1) << PCORI_HINDEX_BITS <= PCORI_TOKEN_BIT,
 	       "a slot's handle would look like a done token");
 
+/*
+ * Claims.  The thread that made a request or token is nearly always the
+ * one that tests it, and a CAS there is one of the few locked
+ * instructions left on a message's path.  So that thread (the owner)
+ * claims with a load and a store, between noting itself busy and
+ * looking whether another thread is claiming one of its objects, with
+ * only a compiler fence in between.  Another thread counts itself in
+ * `foreign`, makes every running thread fence (membarrier: Dekker's
+ * pairing, as in sync.h), waits while the owner is busy and then uses a
+ * CAS, which the owner also uses while it sees the count.  A thread
+ * whose objects others claim often (claim_share_after) is marked shared
+ * for good: from then on both sides use the CAS, without the fence.
+ * One record per thread id, a line only its thread writes while nobody
+ * else claims.  Only one thread has an id at a time, so only one ever
+ * takes a record's owner's way.
+ */
+static uint32_t claim_share_after = 64; /* CLAIM_SHARE_AFTER; tests set it */
+/* Added to foreign for good when a thread is marked shared. */
+#define CLAIM_SHARED (1u << 31)
+
+typedef struct claim_rec {
+	alignas(PCORI_CACHELINE) _Atomic uint32_t busy; /* owner in a claim */
+	_Atomic uint32_t foreign; /* others claiming, | CLAIM_SHARED */
+	_Atomic uint32_t nforeign; /* claims by others so far (capped) */
+	_Atomic bool shared; /* CLAIM_SHARED is in, and seen by the owner */
+} claim_rec_t;
+
 static struct {
 	_Atomic uint32_t *words; /* PCORI_TOKEN_SLOTS per thread id */
 	uint32_t nthreads;
 	uint32_t thid_bits;
 	uint32_t gen_mask;
+	claim_rec_t *claims; /* one per thread id */
+	void *claims_mem;    /* claims' allocation, unaligned */
 } tok;
+
+static inline bool cas_word(_Atomic uint32_t *w, uint32_t want, uint32_t next)
+{
+	return atomic_compare_exchange_strong_explicit(
+		w, &want, next, memory_order_acq_rel, memory_order_relaxed);
+}
+
+static void nap(void)
+{
+	nanosleep(&(struct timespec){0, 1000000}, NULL);
+}
+
+/* Another thread's claim on owner's object: see above. */
+static bool claim_foreign(claim_rec_t *c, _Atomic uint32_t *w, uint32_t want,
+			  uint32_t next)
+{
+	if (atomic_load_explicit(&c->shared, memory_order_acquire))
+		return cas_word(w, want, next);
+	atomic_fetch_add_explicit(&c->foreign, 1, memory_order_seq_cst);
+	/*
+	 * Without the fence the owner may be taking it unseen.  It can fail
+	 * only if the kernel stops allowing membarrier after our
+	 * registration: look again after a nap, unless the word is taken.
+	 */
+	while (!pcori_fence_heavy_local() &&
+	       atomic_load_explicit(w, memory_order_acquire) == want)
+		nap();
+	for (unsigned i = 1; atomic_load_explicit(&c->busy,
+						  memory_order_acquire);
+	     i++) {
+		pcori_cpu_relax();
+		if ((i & 1023) == 0)
+			sched_yield(); /* the owner was switched out */
+	}
+	bool won = cas_word(w, want, next);
+	uint32_t n = atomic_fetch_add_explicit(&c->nforeign, 1,
+					       memory_order_relaxed);
+	if (n + 1 == claim_share_after) {
+		/* Seen by every owner's claim that starts after our fence;
+		 * the others ended while we waited for busy. */
+		atomic_fetch_add_explicit(&c->foreign, CLAIM_SHARED,
+					  memory_order_seq_cst);
+		while (!pcori_fence_heavy_local())
+			nap();
+		while (atomic_load_explicit(&c->busy, memory_order_acquire))
+			sched_yield();
+		atomic_store_explicit(&c->shared, true, memory_order_release);
+	}
+	atomic_fetch_sub_explicit(&c->foreign, 1, memory_order_release);
+	return won;
+}
+
+/*
+ * Turn *w from want to next if it still holds want; true if this call
+ * did.  owner: the thread id that made the object *w belongs to.
+ */
+static inline bool claim(_Atomic uint32_t *w, uint32_t want, uint32_t next,
+			 uint32_t owner)
+{
+	if (PCORI_UNLIKELY(owner >= tok.nthreads))
+		return cas_word(w, want, next);
+	claim_rec_t *c = &tok.claims[owner];
+	if (PCORI_UNLIKELY((uint32_t)pcori_tls.thid_plus1 != owner + 1))
+		return claim_foreign(c, w, want, next);
+	/* With real fences the CAS alone costs less. */
+	if (PCORI_UNLIKELY(!__atomic_load_n(&pcori_asym_local,
+					    __ATOMIC_RELAXED)))
+		return cas_word(w, want, next);
+	atomic_store_explicit(&c->busy, 1, memory_order_relaxed);
+	pcori_fence_light_local();
+	bool won;
+	/* Acquire: a claim that just ended there is seen (its word too). */
+	if (PCORI_LIKELY(!atomic_load_explicit(&c->foreign,
+					       memory_order_acquire))) {
+		won = atomic_load_explicit(w, memory_order_acquire) == want;
+		if (won)
+			atomic_store_explicit(w, next, memory_order_release);
+	} else {
+		won = cas_word(w, want, next);
+	}
+	atomic_store_explicit(&c->busy, 0, memory_order_release);
+	return won;
+}
 
 static int token_init(uint32_t max_threads)
 {
@@ -80,7 +195,37 @@ static int token_init(uint32_t max_threads)
 	/* Untouched pages of a large calloc cost nothing. */
 	tok.words = calloc((size_t)max_threads * PCORI_TOKEN_SLOTS,
 			   sizeof(*tok.words));
-	return tok.words ? PCOR_OK : PCOR_ERR_NOMEM;
+	tok.claims_mem = calloc((size_t)max_threads + 1, sizeof(claim_rec_t));
+	if (!tok.words || !tok.claims_mem)
+		return PCOR_ERR_NOMEM;
+	uintptr_t a = (uintptr_t)tok.claims_mem;
+	a = (a + PCORI_CACHELINE - 1) & ~(uintptr_t)(PCORI_CACHELINE - 1);
+	tok.claims = (claim_rec_t *)a;
+	return PCOR_OK;
+}
+
+void pcori_claim_share_set(uint32_t after)
+{
+	claim_share_after = after;
+	for (uint32_t i = 0; tok.claims && i < tok.nthreads; i++) {
+		claim_rec_t *c = &tok.claims[i];
+		if (atomic_load(&c->shared))
+			atomic_fetch_sub(&c->foreign, CLAIM_SHARED);
+		atomic_store(&c->shared, false);
+		atomic_store(&c->nforeign, 0);
+	}
+}
+
+bool pcori_claim_shared(uint32_t thid)
+{
+	return thid < tok.nthreads && atomic_load(&tok.claims[thid].shared);
+}
+
+static void token_fini(void)
+{
+	free(tok.words);
+	free(tok.claims_mem);
+	memset(&tok, 0, sizeof(tok));
 }
 
 pcor_handle_t pcori_req_done_handle(void)
@@ -101,22 +246,27 @@ pcor_handle_t pcori_req_done_handle(void)
 			       thid << PCORI_TOKEN_SHIFT | i);
 }
 
-/* The word of token h and its untested value; NULL if h cannot be one. */
-static _Atomic uint32_t *token_word(pcor_handle_t h, uint32_t *want_p)
+/*
+ * The word of token h, its untested value and its thread; NULL if h
+ * cannot be one.
+ */
+static _Atomic uint32_t *token_word(pcor_handle_t h, uint32_t *want_p,
+				    uint32_t *thid_p)
 {
 	uint32_t u = (uint32_t)h & ~PCORI_TOKEN_BIT;
 	uint32_t thid = (u >> PCORI_TOKEN_SHIFT) & ((1u << tok.thid_bits) - 1);
 	if (!tok.words || thid >= tok.nthreads)
 		return NULL;
 	*want_p = (u >> (tok.thid_bits + PCORI_TOKEN_SHIFT)) << 1 | 1;
+	*thid_p = thid;
 	return &tok.words[thid * PCORI_TOKEN_SLOTS +
 			  (u & (PCORI_TOKEN_SLOTS - 1))];
 }
 
 void pcori_req_done_undo(pcor_handle_t h)
 {
-	uint32_t want;
-	_Atomic uint32_t *w = token_word(h, &want);
+	uint32_t want, thid;
+	_Atomic uint32_t *w = token_word(h, &want, &thid);
 	if (w)
 		atomic_store_explicit(w, want & ~1u, memory_order_relaxed);
 }
@@ -124,19 +274,16 @@ void pcori_req_done_undo(pcor_handle_t h)
 /* consume: the test that reports it (once); else only whether it is live. */
 int pcori_req_token_test(pcor_handle_t h, bool consume)
 {
-	uint32_t want;
-	_Atomic uint32_t *w = token_word(h, &want);
+	uint32_t want, thid;
+	_Atomic uint32_t *w = token_word(h, &want, &thid);
 	if (!w)
 		return PCOR_ERR_BADHANDLE;
 	if (!consume)
 		return atomic_load_explicit(w, memory_order_acquire) == want
 			   ? PCOR_OK
 			   : PCOR_ERR_BADHANDLE;
-	return atomic_compare_exchange_strong_explicit(
-		   w, &want, want & ~1u, memory_order_acq_rel,
-		   memory_order_relaxed)
-		   ? PCOR_OK
-		   : PCOR_ERR_BADHANDLE;
+	return claim(w, want, want & ~1u, thid) ? PCOR_OK
+						: PCOR_ERR_BADHANDLE;
 }
 
 int pcori_htable_init(uint32_t max_handles, uint32_t max_threads)
@@ -161,8 +308,7 @@ int pcori_htable_init(uint32_t max_handles, uint32_t max_threads)
 	if (!ht.chunks || !ht.free || token_init(max_threads)) {
 		free(ht.chunks);
 		free(ht.free);
-		free(tok.words);
-		memset(&tok, 0, sizeof(tok));
+		token_fini();
 		return PCOR_ERR_NOMEM;
 	}
 	return PCOR_OK;
@@ -176,8 +322,7 @@ void pcori_htable_fini(void)
 	free(ht.chunks);
 	free(ht.free);
 	memset(&ht, 0, sizeof(ht));
-	free(tok.words);
-	memset(&tok, 0, sizeof(tok));
+	token_fini();
 	pcori_tls.ncache = 0;
 }
 
@@ -203,9 +348,6 @@ static bool grow(void)
 	for (uint32_t i = 0; i < PCORI_HCHUNK; i++) {
 		c[i].index = n * PCORI_HCHUNK + i;
 		pcori_list_init(&c[i].link);
-#if PCORI_LOCK_BIAS
-		pcori_lock_init(&c[i].rel);
-#endif
 	}
 	atomic_store_explicit(&ht.chunks[n], c, memory_order_release);
 	atomic_store_explicit(&ht.nchunks, n + 1, memory_order_release);
@@ -283,7 +425,18 @@ pcori_req_t *pcori_req_alloc(void)
 	/* Published by the release on gen, so a lookup that sees this
 	 * generation odd sees its hgen too. */
 	uint32_t hg = atomic_load_explicit(&r->hgen, memory_order_relaxed);
-	atomic_store_explicit(&r->hgen, hg >= PCORI_HGEN_SPAN ? 1 : hg + 1,
+	atomic_store_explicit(&r->hgen,
+			      (uint16_t)(hg >= PCORI_HGEN_SPAN ? 1 : hg + 1),
+			      memory_order_relaxed);
+	/*
+	 * Any value is safe (claim()): a pcor thread's own id makes its
+	 * release fast; none (UINT16_MAX, past the table unless 65536
+	 * threads are allowed) a CAS for everyone.
+	 */
+	atomic_store_explicit(&r->maker,
+			      (uint16_t)(pcori_tls.thid_plus1
+					 ? pcori_tls.thid_plus1 - 1
+					 : UINT16_MAX),
 			      memory_order_relaxed);
 	/*
 	 * A free slot's gen is written by its owner only: a late tester's
@@ -332,19 +485,9 @@ static void report(const pcori_req_t *r, int status)
  */
 static bool release(pcori_req_t *r, uint32_t gen, int *status_p)
 {
-#if PCORI_LOCK_BIAS
-	pcori_lock(&r->rel);
-	bool won = atomic_load_explicit(&r->gen, memory_order_relaxed) == gen;
-	if (won)
-		atomic_store_explicit(&r->gen, gen + 1, memory_order_release);
-	pcori_unlock(&r->rel);
-#else
-	/* Without biasing one CAS costs less than an unbiased lock. */
-	bool won = atomic_compare_exchange_strong_explicit(
-		&r->gen, &gen, gen + 1, memory_order_acq_rel,
-		memory_order_relaxed);
-#endif
-	if (!won)
+	/* maker may be a reuse's (a late tester's): claim() copes. */
+	if (!claim(&r->gen, gen, gen + 1,
+		   atomic_load_explicit(&r->maker, memory_order_relaxed)))
 		return false;
 	if (status_p) {
 		*status_p = r->status;

@@ -3,9 +3,11 @@
  * after slot reuse, released and invalid values, capacity, that free
  * slots cached by threads come back when the threads go, that a
  * completion reaches a waiter asleep on its request (with membarrier and
- * with plain fences), that a release biased to one thread still has
- * exactly one winner when another thread tests the same handle, and how
- * long a waiter spins given its recent waits.
+ * with plain fences), that a release or token test by the thread that
+ * made the handle (a load and a store) still has exactly one winner when
+ * another thread tests the same handle, before and after that thread's
+ * handles are marked shared, and how long a waiter spins given its
+ * recent waits.
  */
 #include "api/ctx.h"
 #include "core/core.h"
@@ -352,10 +354,11 @@ static void test_sleeper(void)
 
 /*
  * Two threads test each handle at once: one gets its status and the
- * other PCOR_ERR_BADHANDLE.  Where locks can be biased the releases meet
- * in the slot's lock, biased to the thread that keeps testing the slot:
- * another thread's test takes the bias back and alone gets the status,
- * whoever held the bias.
+ * other PCOR_ERR_BADHANDLE.  The main thread made the handle, so its
+ * test is the owner's load and store, paired with the other thread's
+ * fenced CAS; once the other thread has claimed often enough, the main
+ * thread's handles are shared and both sides take the CAS.  Tokens the
+ * same way.
  */
 #define RACES 400
 static struct {
@@ -381,73 +384,113 @@ static void *racer(void *arg)
 	return NULL;
 }
 
-static void test_racing_release(void)
+/* A completed handle of this thread's, slot or token, with status *want. */
+static pcor_handle_t race_handle(int i, bool token, int *want)
 {
-	/* Free slots come back LIFO: the same few slots, again and again. */
-	pcori_req_t *r = NULL;
-	for (long i = 0;; i++) {
-		CHECK(i < 100000);
-		r = req_new();
-		/* No bias without membarrier: the races below still count. */
-#if PCORI_LOCK_BIAS
-		if (!pcori_asym_local ||
-		    (pcori_lock_me &&
-		     atomic_load(&r->rel.bias) == pcori_lock_me))
-			break;
-#else
-		break;
-#endif
-		pcori_req_complete(r, PCOR_OK);
-		CHECK_OK(pcor_handle_test(pcori_req_handle(r), PCOR_NONBLOCK));
+	if (token) {
+		*want = PCOR_OK;
+		pcor_handle_t h = pcori_req_done_handle();
+		CHECK(h > 0);
+		return h;
 	}
-	pcor_handle_t h = pcori_req_handle(r);
-	pcori_req_complete(r, PCOR_ERR_TRUNCATE);
+	/* Free slots come back LIFO: the same few slots, again and again. */
+	pcori_req_t *r = req_new();
+	*want = i & 1 ? PCOR_ERR_CANCELED : PCOR_ERR_TRUNCATE;
+	pcori_req_complete(r, *want);
+	return pcori_req_handle(r);
+}
+
+typedef struct {
+	pcor_handle_t h;
+	int want, rc;
+} foreign_test_t;
+
+static void *foreign_test_fn(void *arg)
+{
+	foreign_test_t *f = arg;
+	f->rc = pcor_handle_test(f->h, PCOR_NONBLOCK);
+	return NULL;
+}
+
+/* RACES rounds; returns how many the main thread won. */
+static int race_rounds(bool token)
+{
 	atomic_store(&race.done, 0);
-	atomic_store(&race.h, h);
 	pthread_t t;
 	th_thread_start(&t, racer, NULL);
-	for (long spin = 0; atomic_load(&race.done) < 1; spin++) {
-		CHECK(spin < 100000000);
-		sched_yield();
-	}
-	CHECK_RC(race.rc[0], PCOR_ERR_TRUNCATE);
-#if PCORI_LOCK_BIAS
-	CHECK(atomic_load(&r->rel.bias) == 0);
-#endif
-	CHECK_RC(pcor_handle_test(h, PCOR_NONBLOCK), PCOR_ERR_BADHANDLE);
-	CHECK(pcori_req_lookup(h, NULL) == NULL);
-
-	int mine = 0, theirs = 0;
-	for (int i = 1; i < RACES; i++) {
-		/* Between rounds, enough solo tests to earn the bias back
-		 * now and then (each revocation doubles what it takes). */
-		for (int k = 0; k < (i % 7) * 40; k++) {
-			r = req_new();
-			pcori_req_complete(r, PCOR_OK);
-			CHECK_OK(pcor_handle_test(pcori_req_handle(r),
-						  PCOR_NONBLOCK));
-		}
-		r = req_new();
-		h = pcori_req_handle(r);
-		pcori_req_complete(r, PCOR_ERR_CANCELED);
+	int mine = 0;
+	for (int i = 0; i < RACES; i++) {
+		int want;
+		pcor_handle_t h = race_handle(i, token, &want);
 		atomic_store(&race.h, h);
+		/*
+		 * Let the other thread get ahead by 0-15 us, a round each:
+		 * its claim takes a membarrier, so some of ours meet it
+		 * half-way.
+		 */
+		uint64_t until = th_now_ns() + (uint64_t)(i % 16) * 1000;
+		while (th_now_ns() < until)
+			pcori_cpu_relax();
 		int rc = pcor_handle_test(h, PCOR_NONBLOCK);
 		for (long spin = 0; atomic_load(&race.done) <= i; spin++) {
 			CHECK(spin < 100000000);
 			sched_yield();
 		}
-		if (rc == PCOR_ERR_CANCELED) {
+		if (rc == want) {
 			CHECK_RC(race.rc[i], PCOR_ERR_BADHANDLE);
 			mine++;
 		} else {
 			CHECK_RC(rc, PCOR_ERR_BADHANDLE);
-			CHECK_RC(race.rc[i], PCOR_ERR_CANCELED);
-			theirs++;
+			CHECK_RC(race.rc[i], want);
 		}
+		CHECK_RC(pcor_handle_test(h, PCOR_NONBLOCK), PCOR_ERR_BADHANDLE);
+		if (!token)
+			CHECK(pcori_req_lookup(h, NULL) == NULL);
 	}
 	th_thread_join(t);
-	CHECK(mine + theirs == RACES - 1);
 	CHECK(pcori_htable_live() == 0);
+	return mine;
+}
+
+static void test_racing_release(void)
+{
+	uint32_t me = (uint32_t)pcori_self_thid();
+	/* Never shared: every round pairs the owner's way with a foreign. */
+	pcori_claim_share_set(UINT32_MAX);
+	for (int token = 0; token < 2; token++) {
+		int mine = race_rounds(token);
+		printf("owner's way: main won %d of %d (%s)\n", mine, RACES,
+		       token ? "tokens" : "slots");
+		CHECK(!pcori_claim_shared(me));
+	}
+	/* Ten tests by other threads mark the main thread's handles shared. */
+	pcori_claim_share_set(10);
+	for (int i = 0; i < 10; i++) {
+		CHECK(!pcori_claim_shared(me));
+		foreign_test_t f = {.h = race_handle(i, i & 1, &f.want)};
+		pthread_t t;
+		th_thread_start(&t, foreign_test_fn, &f);
+		th_thread_join(t);
+		CHECK_RC(f.rc, f.want);
+		CHECK_RC(pcor_handle_test(f.h, PCOR_NONBLOCK),
+			 PCOR_ERR_BADHANDLE);
+	}
+	CHECK(pcori_claim_shared(me));
+	for (int token = 0; token < 2; token++) {
+		int mine = race_rounds(token);
+		printf("shared: main won %d of %d (%s)\n", mine, RACES,
+		       token ? "tokens" : "slots");
+		CHECK(pcori_claim_shared(me));
+	}
+	/* The main thread's own tests stay right when shared. */
+	for (int i = 0; i < 100; i++) {
+		int want;
+		pcor_handle_t h = race_handle(i, i & 1, &want);
+		CHECK_RC(pcor_handle_test(h, PCOR_NONBLOCK), want);
+		CHECK_RC(pcor_handle_test(h, PCOR_NONBLOCK), PCOR_ERR_BADHANDLE);
+	}
+	pcori_claim_share_set(64);
+	CHECK(!pcori_claim_shared(me));
 }
 
 /*
@@ -521,6 +564,7 @@ int main(void)
 	test_racing_release();
 	pcori_fence_choose(false);
 	test_sleeper();
+	test_racing_release();
 	CHECK_OK(pcor_finalize());
 	return 0;
 }
