@@ -92,6 +92,8 @@ static _Thread_local pcori_port_t *drive_one
  */
 static _Thread_local uint64_t drive_watch
 	__attribute__((tls_model("initial-exec")));
+/* This thread's byte in the driven ports' drive_slot; -1: counted. */
+static _Thread_local int drive_slot __attribute__((tls_model("initial-exec")));
 /* Polls since this thread last looked at timers and held-back acks. */
 static _Thread_local uint32_t drive_ticks __attribute__((tls_model("initial-exec")));
 /*
@@ -141,12 +143,26 @@ void pcori_drive_begin(pcori_req_t *r)
 	drive_watch = rt && rt->hops == 1 && rt->port->ops->watch
 			  ? rt->port->ops->watch(rt->port, rt->dest)
 			  : 0;
+	/* While noted here the port needs no time stamp. */
+	int me = pcori_self_thid();
+	drive_slot = me >= 0 && me < PCORI_DRIVE_SLOTS ? me : -1;
 	for (int i = 0; i < pcori_net.nports; i++) {
 		if (!(mask & (1u << i)))
 			continue;
 		pcori_port_t *p = pcori_net.ports[i];
-		/* While counted here the port needs no time stamp. */
-		atomic_fetch_add(&p->drivers, 1);
+		if (drive_slot >= 0)
+			atomic_store_explicit(&p->drive_slot[drive_slot], 1,
+					      memory_order_relaxed);
+		else
+			atomic_fetch_add(&p->drivers, 1);
+	}
+	/* Noted, then look: port_block stores, then looks at us. */
+	if (drive_slot >= 0)
+		pcori_fence_full();
+	for (int i = 0; i < pcori_net.nports; i++) {
+		if (!(mask & (1u << i)))
+			continue;
+		pcori_port_t *p = pcori_net.ports[i];
 		/*
 		 * A dispatcher asleep in a port we poll without it would be
 		 * woken by every sender there: send it to its parking place.
@@ -206,7 +222,11 @@ static int drive_poll(pcori_req_t *r)
 static inline void drive_leave(pcori_port_t *p)
 {
 	atomic_store_explicit(&p->drive_ns, drive_clock, memory_order_relaxed);
-	atomic_fetch_sub(&p->drivers, 1);
+	if (drive_slot >= 0)
+		atomic_store_explicit(&p->drive_slot[drive_slot], 0,
+				      memory_order_release);
+	else
+		atomic_fetch_sub(&p->drivers, 1);
 }
 
 void pcori_drive_end(uint64_t now)
@@ -422,6 +442,18 @@ static const pcori_drive_ops_t drive_ops = {
 	.until = drive_until,
 };
 
+/* Does a waiter spin-poll p itself?  (Acquire: then its stamp is seen.) */
+static bool port_has_driver(const pcori_port_t *p)
+{
+	if (atomic_load_explicit(&p->drivers, memory_order_relaxed))
+		return true;
+	for (int i = 0; i < PCORI_DRIVE_SLOTS; i++)
+		if (atomic_load_explicit(&p->drive_slot[i],
+					 memory_order_acquire))
+			return true;
+	return false;
+}
+
 /* When a waiter last stopped spinning on p or sleeping in it (0: never). */
 static uint64_t driven_last(const pcori_port_t *p)
 {
@@ -437,7 +469,7 @@ static uint64_t driven_last(const pcori_port_t *p)
  */
 static bool port_driven(pcori_port_t *p)
 {
-	if (atomic_load_explicit(&p->drivers, memory_order_relaxed))
+	if (port_has_driver(p))
 		return true;
 	if (atomic_load_explicit(&pcori_net.word_sleepers,
 				 memory_order_relaxed))
@@ -451,7 +483,7 @@ static bool port_driven(pcori_port_t *p)
 /* How long a parked dispatcher of p may wait before it looks again. */
 static int64_t park_ns(pcori_port_t *p)
 {
-	if (atomic_load_explicit(&p->drivers, memory_order_relaxed) ||
+	if (port_has_driver(p) ||
 	    atomic_load_explicit(&p->sleeper, memory_order_relaxed))
 		return atomic_load_explicit(&p->busy, memory_order_relaxed)
 			       ? PARK_BUSY_NS
@@ -512,7 +544,7 @@ static bool driven_elsewhere(const pcori_port_t *p)
 		pcori_port_t *q = pcori_net.ports[i];
 		if (q == p)
 			continue;
-		if (atomic_load_explicit(&q->drivers, memory_order_relaxed))
+		if (port_has_driver(q))
 			return true;
 		uint64_t last = driven_last(q);
 		if (last && pcori_now_ns() - last < DRIVE_GRACE_NS)

@@ -189,6 +189,9 @@ typedef struct pcori_port_stats {
 		ack_tx;
 } pcori_port_stats_t;
 
+/* Threads that drive a port without a locked instruction (drive_slot). */
+#define PCORI_DRIVE_SLOTS 16
+
 struct pcori_port {
 	const pcori_port_ops_t *ops;
 	int index;
@@ -243,9 +246,13 @@ struct pcori_port {
 	_Atomic uint32_t *wake_word;
 	/*
 	 * Waiters spin-polling this port themselves (its dispatcher stays
-	 * parked meanwhile), and when the last one stopped.
+	 * parked meanwhile), and when the last one stopped.  A pcor thread
+	 * whose id is below PCORI_DRIVE_SLOTS notes itself in its own byte
+	 * of drive_slot, and leaves with a plain store, on the path of every
+	 * answer; any other is counted in drivers.
 	 */
 	_Atomic int drivers;
+	_Atomic uint8_t drive_slot[PCORI_DRIVE_SLOTS];
 	_Atomic uint64_t drive_ns;
 	pcori_port_stats_t st;
 	uint64_t cpu_ns; /* its dispatchers' CPU time (finalize) */
