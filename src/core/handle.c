@@ -159,15 +159,18 @@ static bool claim_foreign(claim_rec_t *c, _Atomic uint32_t *w, uint32_t want,
 static inline bool claim(_Atomic uint32_t *w, uint32_t want, uint32_t next,
 			 uint32_t owner)
 {
-	if (PCORI_UNLIKELY(owner >= tok.nthreads))
-		return cas_word(w, want, next);
+	/*
+	 * The owner's way needs the light fences on (with real ones the
+	 * CAS alone costs less); an owner's id is in the table.
+	 */
+	bool mine = (uint32_t)pcori_tls.thid_plus1 == owner + 1;
+	if (PCORI_UNLIKELY(!mine || !__atomic_load_n(&pcori_asym_local,
+						     __ATOMIC_RELAXED))) {
+		if (mine || owner >= tok.nthreads)
+			return cas_word(w, want, next);
+		return claim_foreign(&tok.claims[owner], w, want, next);
+	}
 	claim_rec_t *c = &tok.claims[owner];
-	if (PCORI_UNLIKELY((uint32_t)pcori_tls.thid_plus1 != owner + 1))
-		return claim_foreign(c, w, want, next);
-	/* With real fences the CAS alone costs less. */
-	if (PCORI_UNLIKELY(!__atomic_load_n(&pcori_asym_local,
-					    __ATOMIC_RELAXED)))
-		return cas_word(w, want, next);
 	atomic_store_explicit(&c->busy, 1, memory_order_relaxed);
 	pcori_fence_light_local();
 	bool won;

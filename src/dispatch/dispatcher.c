@@ -131,6 +131,31 @@ static _Thread_local uint64_t drive_clock __attribute__((tls_model("initial-exec
 static _Thread_local uint32_t drive_clock_age __attribute__((tls_model("initial-exec")));
 #define DRIVE_CLOCK_EVERY 16u
 
+/* While noted as driving it, a port needs no time stamp. */
+static inline void drive_note(pcori_port_t *p)
+{
+	if (drive_slot >= 0) {
+		atomic_store_explicit(&p->drive_slot[drive_slot], 1,
+				      memory_order_relaxed);
+		/* Noted, then look: port_block stores, then looks at us. */
+		pcori_fence_full();
+	} else {
+		atomic_fetch_add(&p->drivers, 1);
+	}
+}
+
+/*
+ * A dispatcher asleep in a port we poll without it would be woken by
+ * every sender there: send it to its parking place.  (One asleep inside
+ * progress holds the port; it serves it.)
+ */
+static inline void drive_nudge(pcori_port_t *p)
+{
+	if (p->ops->wait &&
+	    atomic_load_explicit(&port_waiting[p->index], memory_order_relaxed))
+		p->ops->signal(p);
+}
+
 void pcori_drive_begin(pcori_req_t *r)
 {
 	pcori_route_t *rt;
@@ -143,35 +168,20 @@ void pcori_drive_begin(pcori_req_t *r)
 	drive_watch = rt && rt->hops == 1 && rt->port->ops->watch
 			  ? rt->port->ops->watch(rt->port, rt->dest)
 			  : 0;
-	/* While noted here the port needs no time stamp. */
 	int me = pcori_self_thid();
 	drive_slot = me >= 0 && me < PCORI_DRIVE_SLOTS ? me : -1;
-	for (int i = 0; i < pcori_net.nports; i++) {
-		if (!(mask & (1u << i)))
-			continue;
-		pcori_port_t *p = pcori_net.ports[i];
-		if (drive_slot >= 0)
-			atomic_store_explicit(&p->drive_slot[drive_slot], 1,
-					      memory_order_relaxed);
-		else
-			atomic_fetch_add(&p->drivers, 1);
+	/* One port, the usual case: no loop over the ports. */
+	if (drive_one) {
+		drive_note(drive_one);
+		drive_nudge(drive_one);
+		return;
 	}
-	/* Noted, then look: port_block stores, then looks at us. */
-	if (drive_slot >= 0)
-		pcori_fence_full();
-	for (int i = 0; i < pcori_net.nports; i++) {
-		if (!(mask & (1u << i)))
-			continue;
-		pcori_port_t *p = pcori_net.ports[i];
-		/*
-		 * A dispatcher asleep in a port we poll without it would be
-		 * woken by every sender there: send it to its parking place.
-		 * (One asleep inside progress holds the port; it serves it.)
-		 */
-		if (p->ops->wait && atomic_load_explicit(&port_waiting[i],
-							 memory_order_relaxed))
-			p->ops->signal(p);
-	}
+	for (int i = 0; i < pcori_net.nports; i++)
+		if (mask & (1u << i))
+			drive_note(pcori_net.ports[i]);
+	for (int i = 0; i < pcori_net.nports; i++)
+		if (mask & (1u << i))
+			drive_nudge(pcori_net.ports[i]);
 }
 
 /* One look at p, unless another thread is polling it. */
