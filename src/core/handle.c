@@ -10,9 +10,9 @@
  *    so of two threads testing one handle exactly one gets the status
  *    and the other PCOR_ERR_BADHANDLE.  The 10 generation bits in the
  *    handle make a stale handle look valid only after 1023 reuses of its
- *    slot.  The slot
- *    keeps the generation its handles carry (hgen, 1..1023, one step per
- *    use), so making and checking a handle costs no division.
+ *    slot.  The slot keeps the generation its handles carry (hgen,
+ *    1..1023, one step per use), so making and checking a handle costs
+ *    no division.
  *  - A send that completed inside its call (the lossless fast path) takes
  *    no slot: its handle is a done token (bit 30 set, which no slot's
  *    handle has), one of PCORI_TOKEN_SLOTS words per thread that the
@@ -81,14 +81,14 @@ _Static_assert((PCORI_HGEN_SPAN + 1) << PCORI_HINDEX_BITS <= PCORI_TOKEN_BIT,
  * else claims.  Only one thread has an id at a time, so only one ever
  * takes a record's owner's way.
  */
-static uint32_t claim_share_after = 64; /* CLAIM_SHARE_AFTER; tests set it */
+static uint32_t claim_share_after = 64; /* pcori_claim_share_set */
 /* Added to foreign for good when a thread is marked shared. */
 #define CLAIM_SHARED (1u << 31)
 
 typedef struct claim_rec {
 	alignas(PCORI_CACHELINE) _Atomic uint32_t busy; /* owner in a claim */
 	_Atomic uint32_t foreign; /* others claiming, | CLAIM_SHARED */
-	_Atomic uint32_t nforeign; /* claims by others so far (capped) */
+	_Atomic uint32_t nforeign; /* claims by others so far */
 	_Atomic bool shared; /* CLAIM_SHARED is in, and seen by the owner */
 } claim_rec_t;
 

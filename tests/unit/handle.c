@@ -467,7 +467,8 @@ static void test_racing_release(void)
 	pcori_claim_share_set(10);
 	for (int i = 0; i < 10; i++) {
 		CHECK(!pcori_claim_shared(me));
-		foreign_test_t f = {.h = race_handle(i, i & 1, &f.want)};
+		foreign_test_t f = {0};
+		f.h = race_handle(i, i & 1, &f.want);
 		pthread_t t;
 		th_thread_start(&t, foreign_test_fn, &f);
 		th_thread_join(t);
