@@ -34,7 +34,6 @@
 #include "core.h"
 
 #include <sched.h>
-#include <time.h>
 
 #define PCORI_HINDEX_BITS 20
 #define PCORI_HINDEX_MASK ((1u << PCORI_HINDEX_BITS) - 1)
@@ -107,11 +106,6 @@ static inline bool cas_word(_Atomic uint32_t *w, uint32_t want, uint32_t next)
 		w, &want, next, memory_order_acq_rel, memory_order_relaxed);
 }
 
-static void nap(void)
-{
-	nanosleep(&(struct timespec){0, 1000000}, NULL);
-}
-
 /* Another thread's claim on owner's object: see above. */
 static bool claim_foreign(claim_rec_t *c, _Atomic uint32_t *w, uint32_t want,
 			  uint32_t next)
@@ -119,14 +113,8 @@ static bool claim_foreign(claim_rec_t *c, _Atomic uint32_t *w, uint32_t want,
 	if (atomic_load_explicit(&c->shared, memory_order_acquire))
 		return cas_word(w, want, next);
 	atomic_fetch_add_explicit(&c->foreign, 1, memory_order_seq_cst);
-	/*
-	 * Without the fence the owner may be taking it unseen.  It can fail
-	 * only if the kernel stops allowing membarrier after our
-	 * registration: look again after a nap, unless the word is taken.
-	 */
-	while (!pcori_fence_heavy_local() &&
-	       atomic_load_explicit(w, memory_order_acquire) == want)
-		nap();
+	/* Without the fence the owner may be taking it unseen. */
+	pcori_fence_heavy_local_sure();
 	for (unsigned i = 1; atomic_load_explicit(&c->busy,
 						  memory_order_acquire);
 	     i++) {
@@ -142,8 +130,7 @@ static bool claim_foreign(claim_rec_t *c, _Atomic uint32_t *w, uint32_t want,
 		 * the others ended while we waited for busy. */
 		atomic_fetch_add_explicit(&c->foreign, CLAIM_SHARED,
 					  memory_order_seq_cst);
-		while (!pcori_fence_heavy_local())
-			nap();
+		pcori_fence_heavy_local_sure();
 		while (atomic_load_explicit(&c->busy, memory_order_acquire))
 			sched_yield();
 		atomic_store_explicit(&c->shared, true, memory_order_release);

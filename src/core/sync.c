@@ -45,6 +45,9 @@ _Thread_local _Atomic uint32_t pcori_fence_word
 	__attribute__((tls_model("initial-exec")));
 static bool asym_local_ok; /* registered: pcori_fence_choose may use it */
 
+/* A sleeper whose heavy fence failed looks again after this long. */
+#define PCORI_NAP_NS 1000000
+
 /*
  * Whether a sleeper must still make every thread fence: true while a
  * thread on the message path may fence only for the compiler.  Cleared
@@ -176,6 +179,17 @@ bool pcori_fence_heavy_local(void)
 	return true;
 }
 
+void pcori_fence_heavy_local_sure(void)
+{
+	/*
+	 * Should membarrier fail (a child forked without registering), time
+	 * stands in for it, as for a sleeper: a nap on, both stores have
+	 * long left their store buffers.
+	 */
+	if (!pcori_fence_heavy_local())
+		nanosleep(&(struct timespec){0, PCORI_NAP_NS}, NULL);
+}
+
 bool pcori_fence_heavy_global(void)
 {
 	pcori_fence_full();
@@ -249,8 +263,6 @@ static bool lock_spin(pcori_lock_t *l)
 	return false;
 }
 
-/* A sleeper whose heavy fence failed looks again after this long. */
-#define PCORI_NAP_NS 1000000
 
 void pcori_sleep_counted(_Atomic uint32_t *count, _Atomic uint32_t *word,
 			 uint32_t value, int64_t timeout_ns)
@@ -365,13 +377,9 @@ bool pcori_lock_revoke(pcori_lock_t *l, uint32_t me, bool wait)
 		atomic_store_explicit(&l->bias, 0, memory_order_relaxed);
 		/*
 		 * The heavy side: after it, the owner's note in its record is
-		 * seen here, or its check of bias sees 0.  Should membarrier
-		 * fail (a child forked without registering), time stands in
-		 * for it, as for a sleeper: a nap on, both stores have long
-		 * left their store buffers.
+		 * seen here, or its check of bias sees 0.
 		 */
-		if (!pcori_fence_heavy_local())
-			nanosleep(&(struct timespec){0, PCORI_NAP_NS}, NULL);
+		pcori_fence_heavy_local_sure();
 		if (l->revoked < PCORI_BIAS_DOUBLINGS)
 			l->revoked++;
 	} else {

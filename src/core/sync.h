@@ -79,6 +79,8 @@ void pcori_fence_auto_set(uint32_t calls, uint64_t window_ns,
 
 /* false: the barrier could not be had (a waiter then sleeps bounded). */
 bool pcori_fence_heavy_local(void);
+/* The same where the pairing cannot do without it: a failure naps. */
+void pcori_fence_heavy_local_sure(void);
 bool pcori_fence_heavy_global(void);
 
 /*

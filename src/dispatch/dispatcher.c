@@ -93,7 +93,7 @@ static _Thread_local pcori_port_t *drive_one
 static _Thread_local uint64_t drive_watch
 	__attribute__((tls_model("initial-exec")));
 /* This thread's byte in the driven ports' drive_slot; -1: counted. */
-static _Thread_local int drive_slot __attribute__((tls_model("initial-exec")));
+static _Thread_local int drive_me __attribute__((tls_model("initial-exec")));
 /* Polls since this thread last looked at timers and held-back acks. */
 static _Thread_local uint32_t drive_ticks __attribute__((tls_model("initial-exec")));
 /*
@@ -131,17 +131,18 @@ static _Thread_local uint64_t drive_clock __attribute__((tls_model("initial-exec
 static _Thread_local uint32_t drive_clock_age __attribute__((tls_model("initial-exec")));
 #define DRIVE_CLOCK_EVERY 16u
 
-/* While noted as driving it, a port needs no time stamp. */
+/*
+ * While noted as driving it, a port needs no time stamp.  A byte's store
+ * is fenced by the caller before drive_nudge looks (port_block stores,
+ * then looks at us); the count's add is a fence.
+ */
 static inline void drive_note(pcori_port_t *p)
 {
-	if (drive_slot >= 0) {
-		atomic_store_explicit(&p->drive_slot[drive_slot], 1,
+	if (drive_me >= 0)
+		atomic_store_explicit(&p->drive_slot[drive_me], 1,
 				      memory_order_relaxed);
-		/* Noted, then look: port_block stores, then looks at us. */
-		pcori_fence_full();
-	} else {
+	else
 		atomic_fetch_add(&p->drivers, 1);
-	}
 }
 
 /*
@@ -169,16 +170,20 @@ void pcori_drive_begin(pcori_req_t *r)
 			  ? rt->port->ops->watch(rt->port, rt->dest)
 			  : 0;
 	int me = pcori_self_thid();
-	drive_slot = me >= 0 && me < PCORI_DRIVE_SLOTS ? me : -1;
+	drive_me = me >= 0 && me < PCORI_DRIVE_SLOTS ? me : -1;
 	/* One port, the usual case: no loop over the ports. */
 	if (drive_one) {
 		drive_note(drive_one);
+		if (drive_me >= 0)
+			pcori_fence_full();
 		drive_nudge(drive_one);
 		return;
 	}
 	for (int i = 0; i < pcori_net.nports; i++)
 		if (mask & (1u << i))
 			drive_note(pcori_net.ports[i]);
+	if (drive_me >= 0)
+		pcori_fence_full();
 	for (int i = 0; i < pcori_net.nports; i++)
 		if (mask & (1u << i))
 			drive_nudge(pcori_net.ports[i]);
@@ -232,8 +237,8 @@ static int drive_poll(pcori_req_t *r)
 static inline void drive_leave(pcori_port_t *p)
 {
 	atomic_store_explicit(&p->drive_ns, drive_clock, memory_order_relaxed);
-	if (drive_slot >= 0)
-		atomic_store_explicit(&p->drive_slot[drive_slot], 0,
+	if (drive_me >= 0)
+		atomic_store_explicit(&p->drive_slot[drive_me], 0,
 				      memory_order_release);
 	else
 		atomic_fetch_sub(&p->drivers, 1);

@@ -459,7 +459,8 @@ static void test_racing_release(void)
 	pcori_claim_share_set(UINT32_MAX);
 	for (int token = 0; token < 2; token++) {
 		int mine = race_rounds(token);
-		printf("owner's way: main won %d of %d (%s)\n", mine, RACES,
+		printf("unshared, %s fences: main won %d of %d (%s)\n",
+		       pcori_asym_local ? "light" : "real", mine, RACES,
 		       token ? "tokens" : "slots");
 		CHECK(!pcori_claim_shared(me));
 	}
