@@ -94,6 +94,73 @@ void pcori_sleep_counted(_Atomic uint32_t *count, _Atomic uint32_t *word,
 			 uint32_t value, int64_t timeout_ns);
 
 /*
+ * An owner's section: state that one thread (its owner) works on for
+ * nearly every message and other threads only now and then (a thread's
+ * match queue, the claims on its handles).  The owner goes in without a
+ * locked instruction: it notes itself busy, fences for the compiler and
+ * looks whether another thread is in or coming (Dekker's pairing, the
+ * light side).  Another thread (a visitor) counts itself in `foreign`,
+ * makes every running thread fence (membarrier, the heavy side) and
+ * waits until the owner is out; while it is counted, the owner takes the
+ * caller's locked way too (a lock, a CAS).  After the caller's limit of
+ * visits the section is marked shared for good: both sides take the
+ * locked way, visitors without counting or fencing.  Only one thread
+ * may be the owner (a thread id's: only one thread has it at a time).
+ */
+typedef struct pcori_own {
+	_Atomic uint32_t busy;     /* the owner is in */
+	_Atomic uint32_t foreign;  /* visitors in or coming, | OWN_SHARED */
+	_Atomic uint32_t nforeign; /* visits so far */
+	_Atomic bool shared;       /* marked, and the owner sees the mark */
+} pcori_own_t;
+
+/*
+ * The owner's way in.  true: alone, its unlocked way; false: a visitor
+ * is in or coming, take the locked way.  pcori_own_leave after either.
+ */
+static inline bool pcori_own_enter(pcori_own_t *o)
+{
+	atomic_store_explicit(&o->busy, 1, memory_order_relaxed);
+	pcori_fence_light_local();
+	/* Acquire: what the last visitor did in there is seen. */
+	return PCORI_LIKELY(
+		!atomic_load_explicit(&o->foreign, memory_order_acquire));
+}
+
+static inline void pcori_own_leave(pcori_own_t *o)
+{
+	/* Release: a visitor that sees the owner out sees what it did. */
+	atomic_store_explicit(&o->busy, 0, memory_order_release);
+}
+
+bool pcori_own_visit_slow(pcori_own_t *o);
+/*
+ * A visitor's way in, before its locked way.  true: counted in, call
+ * pcori_own_visit_end after it (share_after: visits that mark o shared);
+ * false: o is shared, nothing to end.
+ */
+static inline bool pcori_own_visit(pcori_own_t *o)
+{
+	if (atomic_load_explicit(&o->shared, memory_order_acquire))
+		return false;
+	return pcori_own_visit_slow(o);
+}
+void pcori_own_visit_end(pcori_own_t *o, uint32_t share_after);
+/*
+ * A visitor that goes through many sections in one sweep (a scan of
+ * every thread's queue) pays one heavy fence for them all: it counts
+ * itself in each (false: shared, not counted), fences
+ * (pcori_fence_heavy_local_sure), then waits for each owner to be out
+ * before its locked way, and counts itself out after.  Such visits do
+ * not mark a section shared.
+ */
+bool pcori_own_count_in(pcori_own_t *o);
+void pcori_own_wait_out(pcori_own_t *o);
+void pcori_own_count_out(pcori_own_t *o);
+/* Forget visits and the mark (tests, with no visitor about). */
+void pcori_own_unshare(pcori_own_t *o);
+
+/*
  * A mutex that spins briefly, then sleeps on a futex, and that a thread
  * taking it many times in a row comes to own (biased locking).  word: 0
  * free, 1 held; sleepers: threads asleep (or about to be) on word.
