@@ -47,14 +47,14 @@ static int post_on(int q, int pid, int thid, int tag, uint32_t ctx,
 			peer = pcori_peer_get(pid);
 	}
 	bool lost = false;
-	pcori_mq_lock(mq);
+	pcori_lock(&mq->lock);
 	pcori_mcb_t *m = pcori_mq_take_unexp(mq, r);
 	/* As pcori_recv_post: the loss check pairs with the loss scan. */
 	if (!m && peer && atomic_load(&peer->state) == PCORI_PEER_LOST)
 		lost = true;
 	else if (!m)
 		pcori_mq_post(mq, r);
-	pcori_mq_unlock(mq);
+	pcori_unlock(&mq->lock);
 	*h_p = pcori_req_handle(r);
 	if (m)
 		pcori_mcb_claim(r, m);
@@ -95,7 +95,7 @@ PCOR_API int pcori_ctx_probe(int qthid, int pid, int thid, int tag,
 	/* The pattern as a posted receive would hold it. */
 	pcori_req_t want = {.pid = pid, .thid = thid, .tag = tag, .ctx = ctx};
 	int found = 0;
-	pcori_mq_lock(mq);
+	pcori_lock(&mq->lock);
 	pcori_list_t *pos;
 	pcori_list_foreach(pos, &mq->unexp)
 	{
@@ -111,7 +111,7 @@ PCOR_API int pcori_ctx_probe(int qthid, int pid, int thid, int tag,
 			break;
 		}
 	}
-	pcori_mq_unlock(mq);
+	pcori_unlock(&mq->lock);
 	return found;
 }
 
@@ -127,9 +127,9 @@ PCOR_API int pcori_ctx_cancel(pcor_handle_t h)
 		return 0;
 	/* Posted receives live in their poster's queue, under its lock. */
 	pcori_mq_t *mq = &pcori_msg.mqs[r->owner_thid];
-	pcori_mq_lock(mq);
+	pcori_lock(&mq->lock);
 	bool was = pcori_mq_unpost(mq, r);
-	pcori_mq_unlock(mq);
+	pcori_unlock(&mq->lock);
 	if (!was)
 		return 0;
 	pcori_req_complete(r, PCOR_ERR_CANCELED);

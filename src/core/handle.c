@@ -67,17 +67,28 @@ _Static_assert((PCORI_HGEN_SPAN + 1) << PCORI_HINDEX_BITS <= PCORI_TOKEN_BIT,
 /*
  * Claims.  The thread that made a request or token is nearly always the
  * one that tests it, and a CAS there is one of the few locked
- * instructions left on a message's path.  So each thread id's claims
- * are an owner's section (sync.h): its thread claims with a load and a
- * store, other threads visit and use the CAS, which the owner also uses
- * while a visitor is counted, and after claim_share_after visits for
- * good.  One record per thread id, a line only its thread writes while
- * no other claims.
+ * instructions left on a message's path.  So that thread (the owner)
+ * claims with a load and a store, between noting itself busy and
+ * looking whether another thread is claiming one of its objects, with
+ * only a compiler fence in between.  Another thread counts itself in
+ * `foreign`, makes every running thread fence (membarrier: Dekker's
+ * pairing, as in sync.h), waits while the owner is busy and then uses a
+ * CAS, which the owner also uses while it sees the count.  A thread
+ * whose objects others claim often (claim_share_after) is marked shared
+ * for good: from then on both sides use the CAS, without the fence.
+ * One record per thread id, a line only its thread writes while nobody
+ * else claims.  Only one thread has an id at a time, so only one ever
+ * takes a record's owner's way.
  */
 static uint32_t claim_share_after = 64; /* pcori_claim_share_set */
+/* Added to foreign for good when a thread is marked shared. */
+#define CLAIM_SHARED (1u << 31)
 
 typedef struct claim_rec {
-	alignas(PCORI_CACHELINE) pcori_own_t own;
+	alignas(PCORI_CACHELINE) _Atomic uint32_t busy; /* owner in a claim */
+	_Atomic uint32_t foreign; /* others claiming, | CLAIM_SHARED */
+	_Atomic uint32_t nforeign; /* claims by others so far */
+	_Atomic bool shared; /* CLAIM_SHARED is in, and seen by the owner */
 } claim_rec_t;
 
 static struct {
@@ -93,6 +104,39 @@ static inline bool cas_word(_Atomic uint32_t *w, uint32_t want, uint32_t next)
 {
 	return atomic_compare_exchange_strong_explicit(
 		w, &want, next, memory_order_acq_rel, memory_order_relaxed);
+}
+
+/* Another thread's claim on owner's object: see above. */
+static bool claim_foreign(claim_rec_t *c, _Atomic uint32_t *w, uint32_t want,
+			  uint32_t next)
+{
+	if (atomic_load_explicit(&c->shared, memory_order_acquire))
+		return cas_word(w, want, next);
+	atomic_fetch_add_explicit(&c->foreign, 1, memory_order_seq_cst);
+	/* Without the fence the owner may be taking it unseen. */
+	pcori_fence_heavy_local_sure();
+	for (unsigned i = 1; atomic_load_explicit(&c->busy,
+						  memory_order_acquire);
+	     i++) {
+		pcori_cpu_relax();
+		if ((i & 1023) == 0)
+			sched_yield(); /* the owner was switched out */
+	}
+	bool won = cas_word(w, want, next);
+	uint32_t n = atomic_fetch_add_explicit(&c->nforeign, 1,
+					       memory_order_relaxed);
+	if (n + 1 == claim_share_after) {
+		/* Seen by every owner's claim that starts after our fence;
+		 * the others ended while we waited for busy. */
+		atomic_fetch_add_explicit(&c->foreign, CLAIM_SHARED,
+					  memory_order_seq_cst);
+		pcori_fence_heavy_local_sure();
+		while (atomic_load_explicit(&c->busy, memory_order_acquire))
+			sched_yield();
+		atomic_store_explicit(&c->shared, true, memory_order_release);
+	}
+	atomic_fetch_sub_explicit(&c->foreign, 1, memory_order_release);
+	return won;
 }
 
 /*
@@ -111,23 +155,22 @@ static inline bool claim(_Atomic uint32_t *w, uint32_t want, uint32_t next,
 						     __ATOMIC_RELAXED))) {
 		if (mine || owner >= tok.nthreads)
 			return cas_word(w, want, next);
-		pcori_own_t *o = &tok.claims[owner].own;
-		bool counted = pcori_own_visit(o);
-		bool won = cas_word(w, want, next);
-		if (counted)
-			pcori_own_visit_end(o, claim_share_after);
-		return won;
+		return claim_foreign(&tok.claims[owner], w, want, next);
 	}
-	pcori_own_t *o = &tok.claims[owner].own;
+	claim_rec_t *c = &tok.claims[owner];
+	atomic_store_explicit(&c->busy, 1, memory_order_relaxed);
+	pcori_fence_light_local();
 	bool won;
-	if (PCORI_LIKELY(pcori_own_enter(o))) {
+	/* Acquire: a claim that just ended there is seen (its word too). */
+	if (PCORI_LIKELY(!atomic_load_explicit(&c->foreign,
+					       memory_order_acquire))) {
 		won = atomic_load_explicit(w, memory_order_acquire) == want;
 		if (won)
 			atomic_store_explicit(w, next, memory_order_release);
 	} else {
 		won = cas_word(w, want, next);
 	}
-	pcori_own_leave(o);
+	atomic_store_explicit(&c->busy, 0, memory_order_release);
 	return won;
 }
 
@@ -154,14 +197,18 @@ static int token_init(uint32_t max_threads)
 void pcori_claim_share_set(uint32_t after)
 {
 	claim_share_after = after;
-	for (uint32_t i = 0; tok.claims && i < tok.nthreads; i++)
-		pcori_own_unshare(&tok.claims[i].own);
+	for (uint32_t i = 0; tok.claims && i < tok.nthreads; i++) {
+		claim_rec_t *c = &tok.claims[i];
+		if (atomic_load(&c->shared))
+			atomic_fetch_sub(&c->foreign, CLAIM_SHARED);
+		atomic_store(&c->shared, false);
+		atomic_store(&c->nforeign, 0);
+	}
 }
 
 bool pcori_claim_shared(uint32_t thid)
 {
-	return thid < tok.nthreads &&
-	       atomic_load(&tok.claims[thid].own.shared);
+	return thid < tok.nthreads && atomic_load(&tok.claims[thid].shared);
 }
 
 static void token_fini(void)

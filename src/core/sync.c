@@ -190,69 +190,6 @@ void pcori_fence_heavy_local_sure(void)
 		nanosleep(&(struct timespec){0, PCORI_NAP_NS}, NULL);
 }
 
-/* A visitor's spins on the owner's busy before it yields the CPU. */
-#define PCORI_OWN_SPINS 1024
-
-/* Added to foreign for good when a section is marked shared. */
-#define PCORI_OWN_SHARED (1u << 31)
-
-void pcori_own_wait_out(pcori_own_t *o)
-{
-	/* Acquire: once it is out, what it did in there is ours. */
-	for (unsigned i = 1;
-	     atomic_load_explicit(&o->busy, memory_order_acquire); i++) {
-		pcori_cpu_relax();
-		if (i % PCORI_OWN_SPINS == 0)
-			sched_yield(); /* the owner was switched out */
-	}
-}
-
-bool pcori_own_count_in(pcori_own_t *o)
-{
-	if (atomic_load_explicit(&o->shared, memory_order_acquire))
-		return false;
-	atomic_fetch_add_explicit(&o->foreign, 1, memory_order_seq_cst);
-	return true;
-}
-
-void pcori_own_count_out(pcori_own_t *o)
-{
-	atomic_fetch_sub_explicit(&o->foreign, 1, memory_order_release);
-}
-
-bool pcori_own_visit_slow(pcori_own_t *o)
-{
-	atomic_fetch_add_explicit(&o->foreign, 1, memory_order_seq_cst);
-	/* Without it the owner may be in unseen. */
-	pcori_fence_heavy_local_sure();
-	pcori_own_wait_out(o);
-	return true;
-}
-
-void pcori_own_visit_end(pcori_own_t *o, uint32_t share_after)
-{
-	uint32_t n = atomic_fetch_add_explicit(&o->nforeign, 1,
-					       memory_order_relaxed);
-	if (n + 1 == share_after) {
-		/* Seen by every owner's way in that starts after the fence;
-		 * the others end while we wait. */
-		atomic_fetch_add_explicit(&o->foreign, PCORI_OWN_SHARED,
-					  memory_order_seq_cst);
-		pcori_fence_heavy_local_sure();
-		pcori_own_wait_out(o);
-		atomic_store_explicit(&o->shared, true, memory_order_release);
-	}
-	pcori_own_count_out(o);
-}
-
-void pcori_own_unshare(pcori_own_t *o)
-{
-	if (atomic_load(&o->shared))
-		atomic_fetch_sub(&o->foreign, PCORI_OWN_SHARED);
-	atomic_store(&o->shared, false);
-	atomic_store(&o->nforeign, 0);
-}
-
 bool pcori_fence_heavy_global(void)
 {
 	pcori_fence_full();

@@ -178,14 +178,11 @@ static inline uint32_t pcori_mcb_pool_avail(pcori_mcb_pool_t *p)
  */
 typedef struct pcori_mq {
 	/*
-	 * Guard every field below, taken through pcori_mq_lock: the queue
-	 * is its thread's owner's section, lock the locked way of everyone
-	 * else.  Lock order: a thread holds at most one match queue at a
-	 * time, and takes no other pcor lock in one except the DMA pool's
-	 * and the handle table's.
+	 * Guards every field below.  Lock order: a thread holds at most one
+	 * match-queue lock at a time, and takes no other pcor lock under it
+	 * except the DMA pool's and the handle table's.
 	 */
-	alignas(PCORI_CACHELINE) pcori_own_t own;
-	pcori_lock_t lock;
+	alignas(PCORI_CACHELINE) pcori_lock_t lock;
 	int32_t thid;          /* the destination thread id */
 	uint32_t nposted;
 	uint32_t nunexp;
@@ -206,63 +203,6 @@ typedef struct pcori_mq {
 } pcori_mq_t;
 
 void pcori_mq_init(pcori_mq_t *mq, int thid);
-
-/*
- * How this thread holds a match queue, if it does (one at a time).  A
- * queue's own thread takes it without a locked instruction unless
- * another thread is about (sync.h, owner's sections): the thread that
- * waits and drives its own progress is nearly always the only one that
- * posts to and matches in its queue.  Other threads (a dispatcher, a
- * sender of this process) visit, then take lock.
- */
-enum { PCORI_MQ_OUT, PCORI_MQ_OWN, PCORI_MQ_LOCKED, PCORI_MQ_VISIT };
-extern _Thread_local uint8_t pcori_mq_held
-	__attribute__((tls_model("initial-exec")));
-/* Visits by other threads that mark a queue shared for good. */
-extern uint32_t pcori_mq_share_after;
-
-static inline void pcori_mq_lock(pcori_mq_t *mq)
-{
-	PCORI_ASSERT(pcori_mq_held == PCORI_MQ_OUT);
-	if (PCORI_LIKELY(mq->thid == pcori_self_thid())) {
-		if (PCORI_LIKELY(pcori_own_enter(&mq->own))) {
-			pcori_mq_held = PCORI_MQ_OWN;
-			return;
-		}
-		/* Out again: a visitor may wait for that while we wait. */
-		pcori_own_leave(&mq->own);
-		pcori_mq_held = PCORI_MQ_LOCKED;
-	} else {
-		pcori_mq_held = pcori_own_visit(&mq->own) ? PCORI_MQ_VISIT
-							 : PCORI_MQ_LOCKED;
-	}
-	pcori_lock(&mq->lock);
-}
-
-static inline void pcori_mq_unlock(pcori_mq_t *mq)
-{
-	uint8_t held = pcori_mq_held;
-	pcori_mq_held = PCORI_MQ_OUT;
-	if (PCORI_LIKELY(held == PCORI_MQ_OWN)) {
-		pcori_own_leave(&mq->own);
-		return;
-	}
-	pcori_unlock(&mq->lock);
-	if (held == PCORI_MQ_VISIT)
-		pcori_own_visit_end(&mq->own, pcori_mq_share_after);
-}
-
-/* Functions that need the queue held say so with this. */
-#define PCORI_ASSERT_MQ_HELD(mq)                                               \
-	do {                                                                   \
-		PCORI_ASSERT(pcori_mq_held != PCORI_MQ_OUT);                   \
-		if (pcori_mq_held == PCORI_MQ_OWN)                             \
-			PCORI_ASSERT(atomic_load_explicit(                     \
-				&(mq)->own.busy, memory_order_relaxed));       \
-		else                                                           \
-			PCORI_ASSERT_LOCKED(&(mq)->lock);                      \
-	} while (0)
-
 /* Free the index.  The queues must have been drained. */
 void pcori_mq_fini(pcori_mq_t *mq);
 

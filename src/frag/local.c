@@ -104,62 +104,26 @@ void pcori_mcb_release(pcori_mcb_t *m)
 	pcori_mcb_free(&pcori_msg.pool, m);
 }
 
-/* Queues a sweep counts itself into per heavy fence (a word's bits). */
-#define MQ_SWEEP 64
-
-void pcori_mq_each(void (*fn)(pcori_mq_t *mq, void *arg), void *arg)
-{
-	int me = pcori_self_thid();
-	for (int base = 0; base < pcori_msg.nmq; base += MQ_SWEEP) {
-		int n = pcori_msg.nmq - base < MQ_SWEEP ? pcori_msg.nmq - base
-							: MQ_SWEEP;
-		pcori_mq_t *mqs = &pcori_msg.mqs[base];
-		uint64_t counted = 0;
-		for (int i = 0; i < n; i++)
-			if (base + i != me && pcori_own_count_in(&mqs[i].own))
-				counted |= 1ull << i;
-		if (counted)
-			pcori_fence_heavy_local_sure();
-		for (int i = 0; i < n; i++) {
-			if (!(counted >> i & 1)) {
-				pcori_mq_lock(&mqs[i]);
-				fn(&mqs[i], arg);
-				pcori_mq_unlock(&mqs[i]);
-				continue;
-			}
-			pcori_own_wait_out(&mqs[i].own);
-			pcori_mq_held = PCORI_MQ_LOCKED;
-			pcori_lock(&mqs[i].lock);
-			fn(&mqs[i], arg);
-			pcori_mq_unlock(&mqs[i]);
-			pcori_own_count_out(&mqs[i].own);
-		}
-	}
-}
-
-/* Drop a queue's unexpected messages, counting them in *arg. */
-static void drop_unexp(pcori_mq_t *mq, void *arg)
-{
-	size_t *dropped = arg;
-	while (!pcori_list_empty(&mq->unexp)) {
-		pcori_mcb_t *m = PCORI_CONTAINER_OF(mq->unexp.next,
-						    pcori_mcb_t, arrival);
-		pcori_mq_remove_unexp(mq, m);
-		if (m->flags & PCORI_MCB_DMA_DATA)
-			pcori_dma_free(m->data);
-		if (m->flags & PCORI_MCB_PARKED)
-			pcori_req_complete(m->sreq, PCOR_ERR_CANCELED);
-		pcori_mcb_release(m);
-		(*dropped)++;
-	}
-}
-
 void pcori_msg_fini(void)
 {
 	size_t dropped = 0;
-	pcori_mq_each(drop_unexp, &dropped);
-	for (int i = 0; i < pcori_msg.nmq; i++)
-		pcori_mq_fini(&pcori_msg.mqs[i]);
+	for (int i = 0; i < pcori_msg.nmq; i++) {
+		pcori_mq_t *mq = &pcori_msg.mqs[i];
+		pcori_lock(&mq->lock);
+		while (!pcori_list_empty(&mq->unexp)) {
+			pcori_mcb_t *m = PCORI_CONTAINER_OF(
+				mq->unexp.next, pcori_mcb_t, arrival);
+			pcori_mq_remove_unexp(mq, m);
+			if (m->flags & PCORI_MCB_DMA_DATA)
+				pcori_dma_free(m->data);
+			if (m->flags & PCORI_MCB_PARKED)
+				pcori_req_complete(m->sreq, PCOR_ERR_CANCELED);
+			pcori_mcb_release(m);
+			dropped++;
+		}
+		pcori_unlock(&mq->lock);
+		pcori_mq_fini(mq);
+	}
 	if (dropped)
 		PCORI_WARN(PCORI_SUB_DISPATCH,
 			   "finalize: %zu unexpected messages never received, "
@@ -176,7 +140,7 @@ void pcori_msg_thread_gone(int thid)
 	pcori_inbox_t *b = &mq->inbox;
 	pcori_list_t gone;
 	pcori_list_init(&gone);
-	pcori_mq_lock(mq);
+	pcori_lock(&mq->lock);
 	/*
 	 * A receive still armed is canceled like a posted one; one a sender
 	 * filled is delivered now, so its handle is settled and the inbox
@@ -198,7 +162,7 @@ void pcori_msg_thread_gone(int thid)
 		pcori_list_push_back(&gone, n);
 	}
 	mq->nposted = 0;
-	pcori_mq_unlock(mq);
+	pcori_unlock(&mq->lock);
 	if (filled)
 		pcori_inbox_harvest(b, v, filled);
 	/* Complete outside the lock: a waiter may be woken at once. */
@@ -423,7 +387,7 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 	const bool inbox = len <= PCORI_INBOX_DATA &&
 			   !(flags & PCOR_SEND_HANDOVER);
 	/* Its line is with its owner, who armed or posted: fetch it now. */
-	pcori_prefetchw(inbox ? (void *)&mq->inbox : (void *)&mq->own);
+	pcori_prefetchw(inbox ? (void *)&mq->inbox : (void *)&mq->lock);
 	pcori_req_t *s = pcori_req_alloc();
 	if (PCORI_UNLIKELY(!s))
 		return PCOR_ERR_AGAIN;
@@ -452,10 +416,10 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 	if (inbox && inbox_fill(&mq->inbox, &k, buf, len))
 		goto sent;
 	for (;;) {
-		pcori_mq_lock(mq);
+		pcori_lock(&mq->lock);
 		/* Armed while we came: still the oldest receive. */
 		if (inbox && inbox_fill(&mq->inbox, &k, buf, len)) {
-			pcori_mq_unlock(mq);
+			pcori_unlock(&mq->lock);
 			if (m)
 				pcori_mcb_release(m);
 			goto sent;
@@ -467,7 +431,7 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 			m = pcori_mcb_get(held, false, &deadline);
 			if (!m) {
 				/* Never sleep holding the queue lock. */
-				pcori_mq_unlock(mq);
+				pcori_unlock(&mq->lock);
 				m = pcori_mcb_get(held, may_wait, &deadline);
 				if (!m) {
 					pcori_req_free(s);
@@ -482,10 +446,10 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 			/* Long copies are made unlocked, then we look again. */
 			bool unlocked = len > PCORI_LOCKED_COPY_MAX;
 			if (unlocked)
-				pcori_mq_unlock(mq);
+				pcori_unlock(&mq->lock);
 			if (pcori_dma_alloc(len, &m->data)) {
 				if (!unlocked)
-					pcori_mq_unlock(mq);
+					pcori_unlock(&mq->lock);
 				m->data = NULL;
 				pcori_mcb_release(m);
 				pcori_req_free(s);
@@ -496,7 +460,7 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 				continue;
 		}
 		pcori_mq_add_unexp(mq, m);
-		pcori_mq_unlock(mq);
+		pcori_unlock(&mq->lock);
 		*h_p = pcori_req_handle(s);
 		/* A parked sendDMA completes when the receiver takes it. */
 		if (copy || handover)
@@ -506,14 +470,14 @@ int pcori_local_send(pcori_req_kind_t kind, int dst_thid, int tag,
 	if (!m && !handover && r->kind == PCORI_REQ_RECV_COPY &&
 	    len <= PCORI_LOCKED_DELIVER_MAX) {
 		bool wake = deliver_short(r, &k, buf, len);
-		pcori_mq_unlock(mq);
+		pcori_unlock(&mq->lock);
 		if (wake)
 			pcori_req_wake(r);
 		*h_p = pcori_req_handle(s);
 		pcori_req_complete_unseen(s, PCOR_OK);
 		return PCOR_OK;
 	}
-	pcori_mq_unlock(mq);
+	pcori_unlock(&mq->lock);
 
 	/* A receive was posted: deliver from wherever the data is now. */
 	if (m && big_copy && m->data) {
@@ -537,7 +501,7 @@ int pcori_recv_post(pcori_req_kind_t kind, int pid, int thid, int tag,
 {
 	pcori_mq_t *mq = &pcori_msg.mqs[pcori_self_thid()];
 	/* Its line is with our last sender: fetch it meanwhile. */
-	pcori_prefetchw(&mq->own);
+	pcori_prefetchw(&mq->lock);
 	pcori_req_t *r = pcori_req_alloc();
 	if (PCORI_UNLIKELY(!r))
 		return PCOR_ERR_AGAIN;
@@ -566,7 +530,7 @@ int pcori_recv_post(pcori_req_kind_t kind, int pid, int thid, int tag,
 	}
 
 	bool lost = false;
-	pcori_mq_lock(mq);
+	pcori_lock(&mq->lock);
 	pcori_mcb_t *m = pcori_mq_take_unexp(mq, r);
 	/*
 	 * Nothing from a lost peer will come any more.  Checked under the
@@ -577,7 +541,7 @@ int pcori_recv_post(pcori_req_kind_t kind, int pid, int thid, int tag,
 		lost = true;
 	else if (!m && !(arm && pcori_mq_arm(mq, r)))
 		pcori_mq_post(mq, r);
-	pcori_mq_unlock(mq);
+	pcori_unlock(&mq->lock);
 	*h_p = pcori_req_handle(r);
 	if (m)
 		pcori_mcb_claim(r, m);

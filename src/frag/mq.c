@@ -22,8 +22,6 @@
 #include "frag.h"
 
 _Thread_local bool pcori_hash_oom __attribute__((tls_model("initial-exec")));
-_Thread_local uint8_t pcori_mq_held __attribute__((tls_model("initial-exec")));
-uint32_t pcori_mq_share_after = 64;
 
 static void index_reset(pcori_mq_t *mq)
 {
@@ -58,7 +56,7 @@ void pcori_mq_fini(pcori_mq_t *mq)
 
 bool pcori_mq_arm(pcori_mq_t *mq, pcori_req_t *r)
 {
-	PCORI_ASSERT_MQ_HELD(mq);
+	PCORI_ASSERT_LOCKED(&mq->lock);
 	pcori_inbox_t *b = &mq->inbox;
 	/* Arming is ours alone (lock held): only the state can change. */
 	uint32_t v = atomic_load_explicit(&b->word, memory_order_acquire);
@@ -101,13 +99,13 @@ static pcori_req_t *inbox_take(pcori_mq_t *mq, const pcori_mkey_t *k)
 
 pcori_req_t *pcori_mq_disarm(pcori_mq_t *mq)
 {
-	PCORI_ASSERT_MQ_HELD(mq);
+	PCORI_ASSERT_LOCKED(&mq->lock);
 	return inbox_take(mq, NULL);
 }
 
 pcori_req_t *pcori_mq_take_posted(pcori_mq_t *mq, const pcori_mkey_t *k)
 {
-	PCORI_ASSERT_MQ_HELD(mq);
+	PCORI_ASSERT_LOCKED(&mq->lock);
 	pcori_list_t *pos;
 	pcori_req_t *a = inbox_take(mq, k);
 	if (a)
@@ -132,14 +130,14 @@ pcori_req_t *pcori_mq_take_posted(pcori_mq_t *mq, const pcori_mkey_t *k)
 
 void pcori_mq_post(pcori_mq_t *mq, pcori_req_t *r)
 {
-	PCORI_ASSERT_MQ_HELD(mq);
+	PCORI_ASSERT_LOCKED(&mq->lock);
 	pcori_list_push_back(&mq->posted, &r->link);
 	mq->nposted++;
 }
 
 bool pcori_mq_unpost(pcori_mq_t *mq, pcori_req_t *r)
 {
-	PCORI_ASSERT_MQ_HELD(mq);
+	PCORI_ASSERT_LOCKED(&mq->lock);
 	pcori_list_t *pos;
 	/* mq->armed is the armed receive while the inbox is ARMED. */
 	if (mq->armed == r && inbox_take(mq, NULL))
@@ -173,7 +171,7 @@ static void drop_index(pcori_mq_t *mq)
 
 void pcori_mq_add_unexp(pcori_mq_t *mq, pcori_mcb_t *m)
 {
-	PCORI_ASSERT_MQ_HELD(mq);
+	PCORI_ASSERT_LOCKED(&mq->lock);
 	pcori_list_push_back(&mq->unexp, &m->arrival);
 	mq->nunexp++;
 	pcori_list_init(&m->chain);
@@ -197,7 +195,7 @@ void pcori_mq_add_unexp(pcori_mq_t *mq, pcori_mcb_t *m)
 
 void pcori_mq_remove_unexp(pcori_mq_t *mq, pcori_mcb_t *m)
 {
-	PCORI_ASSERT_MQ_HELD(mq);
+	PCORI_ASSERT_LOCKED(&mq->lock);
 	pcori_list_remove(&m->arrival);
 	mq->nunexp--;
 	if (m->flags & PCORI_MCB_INDEXED) {
@@ -233,7 +231,7 @@ static bool mcb_accepted(const pcori_req_t *r, const pcori_mcb_t *m)
 
 pcori_mcb_t *pcori_mq_take_unexp(pcori_mq_t *mq, const pcori_req_t *r)
 {
-	PCORI_ASSERT_MQ_HELD(mq);
+	PCORI_ASSERT_LOCKED(&mq->lock);
 	if (mq->nunexp == 0)
 		return NULL;
 	pcori_mcb_t *found = NULL;

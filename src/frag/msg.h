@@ -53,12 +53,6 @@ int pcori_msg_init(const pcori_config_t *cfg, int max_threads);
 void pcori_msg_fini(void);
 /* Thread registry hook: thid stopped being used; cancel its receives. */
 void pcori_msg_thread_gone(int thid);
-/*
- * Hold each match queue in turn and call fn on it (a scan: a lost peer's
- * receives, finalize).  One heavy fence per 64 queues, where visiting
- * one at a time would pay one per thread id.
- */
-void pcori_mq_each(void (*fn)(pcori_mq_t *mq, void *arg), void *arg);
 
 /*
  * Complete posted receive r with a message of key k: len bytes at data.

@@ -221,38 +221,33 @@ void pcori_peers_reroute(void)
 	}
 }
 
-typedef struct {
-	int pid;
-	pcori_list_t gone;
-} fail_scan_t;
-
-static void take_posted_from(pcori_mq_t *mq, void *arg)
-{
-	fail_scan_t *f = arg;
-	pcori_list_t *pos, *tmp;
-	pcori_list_foreach_safe(pos, tmp, &mq->posted)
-	{
-		pcori_req_t *r = PCORI_CONTAINER_OF(pos, pcori_req_t, link);
-		if (r->pid == f->pid) {
-			pcori_list_remove(pos);
-			mq->nposted--;
-			pcori_list_push_back(&f->gone, pos);
-		}
-	}
-}
-
 /* Posted receives naming the lost pid can never be satisfied now. */
 static void fail_posted(int pid, int status)
 {
-	fail_scan_t f = {.pid = pid};
-	pcori_list_init(&f.gone);
-	pcori_mq_each(take_posted_from, &f);
-	/* Completed with no queue held: a waiter may be woken at once. */
-	while (!pcori_list_empty(&f.gone)) {
-		pcori_list_t *n = f.gone.next;
-		pcori_list_remove(n);
-		pcori_req_complete(PCORI_CONTAINER_OF(n, pcori_req_t, link),
-				   status);
+	for (int t = 0; t < pcori_msg.nmq; t++) {
+		pcori_mq_t *mq = &pcori_msg.mqs[t];
+		pcori_list_t gone;
+		pcori_list_init(&gone);
+		pcori_lock(&mq->lock);
+		pcori_list_t *pos, *tmp;
+		pcori_list_foreach_safe(pos, tmp, &mq->posted)
+		{
+			pcori_req_t *r = PCORI_CONTAINER_OF(pos, pcori_req_t,
+							    link);
+			if (r->pid == pid) {
+				pcori_list_remove(pos);
+				mq->nposted--;
+				pcori_list_push_back(&gone, pos);
+			}
+		}
+		pcori_unlock(&mq->lock);
+		while (!pcori_list_empty(&gone)) {
+			pcori_list_t *n = gone.next;
+			pcori_list_remove(n);
+			pcori_req_complete(PCORI_CONTAINER_OF(n, pcori_req_t,
+							      link),
+					   status);
+		}
 	}
 }
 

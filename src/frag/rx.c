@@ -61,7 +61,7 @@ static int start_message(pcori_peer_t *peer, pcori_rxstream_t *rs,
 {
 	pcori_mq_t *mq = &pcori_msg.mqs[h->dst_thid];
 	size_t size = (size_t)h->total_size;
-	pcori_mq_lock(mq);
+	pcori_lock(&mq->lock);
 	pcori_req_t *r = pcori_mq_take_posted(mq, k);
 	pcori_mcb_t *m = NULL;
 	if (!r) {
@@ -81,7 +81,7 @@ static int start_message(pcori_peer_t *peer, pcori_rxstream_t *rs,
 			m = NULL;
 		}
 		if (!m) {
-			pcori_mq_unlock(mq);
+			pcori_unlock(&mq->lock);
 			return PCOR_ERR_AGAIN;
 		}
 		if (over && !rs->throttled) {
@@ -108,7 +108,7 @@ static int start_message(pcori_peer_t *peer, pcori_rxstream_t *rs,
 		}
 		pcori_mq_add_unexp(mq, m);
 	}
-	pcori_mq_unlock(mq);
+	pcori_unlock(&mq->lock);
 
 	rs->expected++;
 	rs->req = r;
@@ -464,7 +464,7 @@ out:
 void pcori_rx_batch_release(pcori_rx_batch_t *b)
 {
 	if (b->mq) {
-		pcori_mq_unlock(b->mq);
+		pcori_unlock(&b->mq->lock);
 		b->mq = NULL;
 	}
 	if (b->peer) {
@@ -503,8 +503,8 @@ static bool rx_fast(const pcori_port_t *port, pcori_peer_t *peer,
 	}
 	if (b->mq != mq) {
 		if (b->mq)
-			pcori_mq_unlock(b->mq);
-		pcori_mq_lock(mq);
+			pcori_unlock(&b->mq->lock);
+		pcori_lock(&mq->lock);
 		b->mq = mq;
 	}
 	pcori_req_t *r = pcori_mq_take_posted(mq, &k);
@@ -832,11 +832,11 @@ static void rs_abandon(pcori_peer_t *peer, pcori_rxstream_t *rs, int status,
 	} else if (rs->mcb) {
 		pcori_mcb_t *m = rs->mcb;
 		pcori_mq_t *mq = &pcori_msg.mqs[m->hent.key.dst_thid];
-		pcori_mq_lock(mq);
+		pcori_lock(&mq->lock);
 		uint32_t st = atomic_fetch_or(&m->mstate, PCORI_MCB_COMPLETE);
 		if (!(st & PCORI_MCB_CLAIMED))
 			pcori_mq_remove_unexp(mq, m);
-		pcori_mq_unlock(mq);
+		pcori_unlock(&mq->lock);
 		if (st & PCORI_MCB_CLAIMED)
 			pcori_recv_finish(m->rreq, &m->hent.key, m->size, NULL,
 					  status, d);

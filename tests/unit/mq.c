@@ -2,8 +2,7 @@
  * mq -- the per-destination-thread match queues: posted receives in post
  * order, unexpected messages in arrival order, the hash index for fully
  * specified receives (oldest first, the heir taking over the entry),
- * context separation and unposting; and the queue's owner (its thread)
- * holding it without a lock while another thread visits.
+ * context separation and unposting.
  */
 #include "frag/frag.h"
 
@@ -32,9 +31,9 @@ static pcori_mcb_t *arrive(pcori_mq_t *mq, int pid, int thid, int tag,
 	CHECK(m != NULL);
 	m->hent.key = (pcori_mkey_t){pid, thid, ME, tag, ctx};
 	m->seq = seq;
-	pcori_mq_lock(mq);
+	pcori_lock(&mq->lock);
 	pcori_mq_add_unexp(mq, m);
-	pcori_mq_unlock(mq);
+	pcori_unlock(&mq->lock);
 	return m;
 }
 
@@ -44,9 +43,9 @@ static pcori_mcb_t *take(pcori_mq_t *mq, int pid, int thid, int tag,
 {
 	pcori_req_t r;
 	pattern(&r, pid, thid, tag, ctx);
-	pcori_mq_lock(mq);
+	pcori_lock(&mq->lock);
 	pcori_mcb_t *m = pcori_mq_take_unexp(mq, &r);
-	pcori_mq_unlock(mq);
+	pcori_unlock(&mq->lock);
 	if (m) {
 		/* Out of every list: nothing may still point at it. */
 		CHECK(pcori_list_empty(&m->arrival));
@@ -80,7 +79,7 @@ static void test_posted(void)
 	pattern(&r[3], PCOR_ANY_PID, PCOR_ANY_THID, PCOR_ANY_TAG, 0);
 	pattern(&r[4], PCOR_ANY_PID, PCOR_ANY_THID, PCOR_ANY_TAG, 1);
 	pattern(&r[5], 0, 1, 5, 0); /* same as r[0], posted later */
-	pcori_mq_lock(&mq);
+	pcori_lock(&mq.lock);
 	for (int i = 0; i < 6; i++)
 		pcori_mq_post(&mq, &r[i]);
 	CHECK(mq.nposted == 6);
@@ -107,7 +106,7 @@ static void test_posted(void)
 	CHECK(mq.nposted == 0);
 	CHECK(pcori_list_empty(&mq.posted));
 	CHECK(pcori_mq_take_posted(&mq, &k15) == NULL);
-	pcori_mq_unlock(&mq);
+	pcori_unlock(&mq.lock);
 	pcori_mq_fini(&mq);
 }
 
@@ -190,9 +189,9 @@ static void test_index(void)
 			heir = x;
 	}
 	CHECK(heir != NULL);
-	pcori_mq_lock(&mq);
+	pcori_lock(&mq.lock);
 	pcori_mq_remove_unexp(&mq, heir);
-	pcori_mq_unlock(&mq);
+	pcori_unlock(&mq.lock);
 	pcori_mcb_free(&pool, heir);
 	take_seq(&mq, 0, 1, 5, 0, 12);
 	take_seq(&mq, 0, 1, 5, 0, 14);
@@ -232,117 +231,6 @@ static void test_many(void)
 	pcori_mq_fini(&mq);
 }
 
-/*
- * The owner's way against a visitor's.  The visitor queues VISITS
- * messages, numbered, while the queue's owner takes them; both bump a
- * plain counter in the queue's hold with a read, a pause and a write,
- * so two holders at once would lose a bump.  The visitor is let 0-15 us
- * apart each round, so some of its visits (a membarrier each while the
- * queue is not shared) meet the owner half-way.
- */
-#define VISITS 400
-
-static struct {
-	pcori_mq_t mq;
-	long bumps; /* under the queue */
-	_Atomic int sent;
-} duel;
-
-static void bump(void)
-{
-	long v = duel.bumps;
-	for (int i = 0; i < 8; i++)
-		pcori_cpu_relax();
-	duel.bumps = v + 1;
-}
-
-static void *visitor(void *arg)
-{
-	(void)arg;
-	CHECK(pcori_self_thid() != ME); /* not the queue's thread */
-	for (int i = 0; i < VISITS; i++) {
-		uint64_t until = th_now_ns() + (uint64_t)(i % 16) * 1000;
-		while (th_now_ns() < until)
-			pcori_cpu_relax();
-		pcori_mcb_t *m = pcori_mcb_alloc(&pool);
-		CHECK(m != NULL);
-		m->hent.key = (pcori_mkey_t){0, 1, ME, 5, 0};
-		m->seq = (uint32_t)i;
-		pcori_mq_lock(&duel.mq);
-		pcori_mq_add_unexp(&duel.mq, m);
-		bump();
-		pcori_mq_unlock(&duel.mq);
-		atomic_store(&duel.sent, i + 1);
-	}
-	return NULL;
-}
-
-/* One duel; returns how often the owner found nothing. */
-static long duel_rounds(void)
-{
-	duel.bumps = 0;
-	atomic_store(&duel.sent, 0);
-	pthread_t t;
-	th_thread_start(&t, visitor, NULL);
-	long owner_bumps = 0, empty = 0;
-	pcori_req_t r;
-	pattern(&r, 0, 1, 5, 0);
-	for (uint32_t want = 0; want < VISITS;) {
-		CHECK(owner_bumps < 100000000);
-		pcori_mq_lock(&duel.mq);
-		CHECK(pcori_mq_held == PCORI_MQ_OWN ||
-		      pcori_mq_held == PCORI_MQ_LOCKED);
-		pcori_mcb_t *m = pcori_mq_take_unexp(&duel.mq, &r);
-		bump();
-		pcori_mq_unlock(&duel.mq);
-		owner_bumps++;
-		if (!m) {
-			empty++;
-			continue;
-		}
-		CHECK(m->seq == want); /* in the order queued */
-		pcori_mcb_free(&pool, m);
-		want++;
-	}
-	th_thread_join(t);
-	CHECK(atomic_load(&duel.sent) == VISITS);
-	CHECK(pcori_mq_held == PCORI_MQ_OUT);
-	CHECK(duel.bumps == owner_bumps + VISITS);
-	CHECK(duel.mq.nunexp == 0);
-	CHECK(atomic_load(&duel.mq.own.foreign) ==
-	      (atomic_load(&duel.mq.own.shared) ? 1u << 31 : 0));
-	return empty;
-}
-
-static void test_owner_visitor(void)
-{
-	pcori_mq_init(&duel.mq, ME);
-	int saved = pcori_tls.thid_plus1;
-	pcori_tls.thid_plus1 = ME + 1; /* this thread is the queue's */
-	for (int light = 1; light >= 0; light--) {
-		pcori_fence_choose(light);
-		/* Never shared: every visit fences. */
-		pcori_mq_share_after = UINT32_MAX;
-		pcori_own_unshare(&duel.mq.own);
-		long empty = duel_rounds();
-		printf("unshared, %s fences: the owner found nothing %ld "
-		       "times\n", pcori_asym_local ? "light" : "real", empty);
-		CHECK(!atomic_load(&duel.mq.own.shared));
-		/* Ten visits mark it shared; both take the lock from then. */
-		pcori_mq_share_after = 10;
-		pcori_own_unshare(&duel.mq.own);
-		empty = duel_rounds();
-		printf("shared after 10 visits: the owner found nothing %ld "
-		       "times\n", empty);
-		CHECK(atomic_load(&duel.mq.own.shared));
-		CHECK(atomic_load(&duel.mq.own.nforeign) == 10);
-	}
-	pcori_mq_share_after = 64;
-	pcori_tls.thid_plus1 = saved;
-	pcori_fence_choose(true);
-	pcori_mq_fini(&duel.mq);
-}
-
 int main(void)
 {
 	CHECK_OK(pcori_mcb_pool_init(&pool, 4096));
@@ -350,7 +238,6 @@ int main(void)
 	test_arrival_order();
 	test_index();
 	test_many();
-	test_owner_visitor();
 	CHECK(pcori_mcb_pool_avail(&pool) == 4096);
 	pcori_mcb_pool_fini(&pool);
 	return 0;

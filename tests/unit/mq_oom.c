@@ -49,9 +49,9 @@ static pcori_mcb_t *arrive(pcori_mq_t *mq, int thid, int tag, uint32_t seq)
 	CHECK(m != NULL);
 	m->hent.key = (pcori_mkey_t){0, thid, ME, tag, 0};
 	m->seq = seq;
-	pcori_mq_lock(mq);
+	pcori_lock(&mq->lock);
 	pcori_mq_add_unexp(mq, m);
-	pcori_mq_unlock(mq);
+	pcori_unlock(&mq->lock);
 	return m;
 }
 
@@ -62,9 +62,9 @@ static uint32_t take(pcori_mq_t *mq, int pid, int thid, int tag)
 	r.pid = pid;
 	r.thid = thid;
 	r.tag = tag;
-	pcori_mq_lock(mq);
+	pcori_lock(&mq->lock);
 	pcori_mcb_t *m = pcori_mq_take_unexp(mq, &r);
-	pcori_mq_unlock(mq);
+	pcori_unlock(&mq->lock);
 	CHECK(m != NULL);
 	uint32_t seq = m->seq;
 	pcori_mcb_free(&pool, m);
