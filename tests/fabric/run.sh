@@ -102,8 +102,8 @@ stall)	# the data path's bound said why, and no process was taken for dead
 		{ echo "FAIL: a live peer was declared lost"; exit 1; } ;;
 budget)	# what budget_app measured, for the log
 	grep -hE "\] (round|sender|receiver)" "$tmp/out" ;;
-idle)	# what idle_app measured, for the log
-	grep -h "\] idle: .*dispatcher" "$tmp/out" ;;
+idle | idle-high) # what idle_app measured, for the log
+	grep -h "\] $case_: .*dispatcher" "$tmp/out" ;;
 esac
 if [ "$prov" != "$lf" ]; then
 	# pcor-shm was asked for: every process opened its segment, and

@@ -77,16 +77,10 @@ need_mpirun() {
 	unset PCOR_JOB_SIZE PCOR_JOB_PID PCOR_JOB_KEY PCOR_AGENT_ADDR
 }
 
-# The job's processes may still be dying when it ended (a SIGKILL is
-# delivered, not done): each has 10 s to end.  pidwait's pattern is the
-# marker with its first letter bracketed, so that it matches neither
-# pidwait's own command line nor that of the timeout running it.
+. "$(cd "$(dirname "$0")/.." && pwd)/leftovers.sh"
+# No process of the job left.
 no_leftovers() {
-	timeout 10 pidwait -f -- "[${marker:0:1}]${marker:1}"
-	if [ $? -eq 124 ] || pgrep -f -- "$marker" >/dev/null; then
-		pgrep -af -- "$marker"
-		fail "processes left behind"
-	fi
+	procs_gone "$marker"
 }
 
 # views_agree WHAT N: N processes printed "WHAT: view ...", all the same.

@@ -65,16 +65,10 @@ expect_ok() { # CASE COUNT
 	[ "$n" -eq "$2" ] || fail "$n of $2 processes passed $1"
 }
 
-# The job's processes may still be dying when it ended (a SIGKILL is
-# delivered, not done): each has 10 s to end.  pidwait's pattern is the
-# marker with its first letter bracketed, so that it matches neither
-# pidwait's own command line nor that of the timeout running it.
+. "$(cd "$(dirname "$0")/.." && pwd)/leftovers.sh"
+# No process of the job left, nor its objects in /dev/shm.
 no_leftovers() {
-	timeout 10 pidwait -f -- "[${marker:0:1}]${marker:1}"
-	if [ $? -eq 124 ] || pgrep -f -- "$marker" >/dev/null; then
-		pgrep -af -- "$marker"
-		fail "processes left behind"
-	fi
+	procs_gone "$marker"
 	# New objects in /dev/shm that belong to the job's processes.
 	local pids new
 	pids=$(sed -n 's/.*ospid \([0-9]*\).*/\1/p' "$tmp/out" | sort -u)
