@@ -106,6 +106,19 @@ static inline bool cas_word(_Atomic uint32_t *w, uint32_t want, uint32_t next)
 		w, &want, next, memory_order_acq_rel, memory_order_relaxed);
 }
 
+/* After a heavy fence: wait until the owner is out of a claim it began. */
+static void claim_wait_owner(claim_rec_t *c)
+{
+	/* Acquire: its claim's word is seen. */
+	for (unsigned i = 1; atomic_load_explicit(&c->busy,
+						  memory_order_acquire);
+	     i++) {
+		pcori_cpu_relax();
+		if ((i & 1023) == 0)
+			sched_yield(); /* the owner was switched out */
+	}
+}
+
 /* Another thread's claim on owner's object: see above. */
 static bool claim_foreign(claim_rec_t *c, _Atomic uint32_t *w, uint32_t want,
 			  uint32_t next)
@@ -115,13 +128,7 @@ static bool claim_foreign(claim_rec_t *c, _Atomic uint32_t *w, uint32_t want,
 	atomic_fetch_add_explicit(&c->foreign, 1, memory_order_seq_cst);
 	/* Without the fence the owner may be taking it unseen. */
 	pcori_fence_heavy_local_sure();
-	for (unsigned i = 1; atomic_load_explicit(&c->busy,
-						  memory_order_acquire);
-	     i++) {
-		pcori_cpu_relax();
-		if ((i & 1023) == 0)
-			sched_yield(); /* the owner was switched out */
-	}
+	claim_wait_owner(c);
 	bool won = cas_word(w, want, next);
 	uint32_t n = atomic_fetch_add_explicit(&c->nforeign, 1,
 					       memory_order_relaxed);
@@ -131,8 +138,7 @@ static bool claim_foreign(claim_rec_t *c, _Atomic uint32_t *w, uint32_t want,
 		atomic_fetch_add_explicit(&c->foreign, CLAIM_SHARED,
 					  memory_order_seq_cst);
 		pcori_fence_heavy_local_sure();
-		while (atomic_load_explicit(&c->busy, memory_order_acquire))
-			sched_yield();
+		claim_wait_owner(c);
 		atomic_store_explicit(&c->shared, true, memory_order_release);
 	}
 	atomic_fetch_sub_explicit(&c->foreign, 1, memory_order_release);

@@ -263,7 +263,6 @@ static bool lock_spin(pcori_lock_t *l)
 	return false;
 }
 
-
 void pcori_sleep_counted(_Atomic uint32_t *count, _Atomic uint32_t *word,
 			 uint32_t value, int64_t timeout_ns)
 {
