@@ -993,10 +993,21 @@ static int run_lostrecv(const char *name)
 
 /* ----------------------------------------------------------- finrecv */
 
+/* RMA reads this process's ports have posted. */
+static bool reads_posted(void)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < pcori_net.nports; i++)
+		n += atomic_load_explicit(&pcori_net.ports[i]->st.rma_reads,
+					  memory_order_relaxed);
+	return n > 0;
+}
+
 /*
  * pid 0 calls pcor_finalize while a rendezvous moves into a receive it
- * posted: the handle is dropped, and the rendezvous (with its block) is
- * freed once, after the ports are closed.  pid 1's send ends either way.
+ * posted (its reads asked for): the handle is dropped, and the
+ * rendezvous (with its block) is freed once, after the ports are closed.
+ * pid 1's send ends either way.
  */
 static int run_finrecv(void)
 {
@@ -1015,7 +1026,17 @@ static int run_finrecv(void)
 	pcor_handle_t h;
 	CHECK_OK(pcor_recv_dma(1, 0, TAG_DATA, &block, NULL, &h));
 	note(1, TAG_READY);
-	(void)await_landing();
+	/*
+	 * In flight once its reads are asked for.  Not once its first bytes
+	 * are in: that is the fabric's pace, and rxd's under load is slow
+	 * (256 MiB in up to 23 s beside four busy loops; a CI run once saw
+	 * none of the first 16 MiB within 20 s).
+	 */
+	uint64_t end = pcori_now_ns() + secs(30);
+	for (long i = 0; !reads_posted(); i++) {
+		CHECK(pcori_now_ns() < end && i < 100000000);
+		sched_yield();
+	}
 	/* Leave with it in flight (a test that it still is would race). */
 	return 0;
 }
