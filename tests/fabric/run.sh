@@ -78,15 +78,15 @@ starved)	# kept alive by the kernel's word, not by chance
 	! grep -q "declaring it lost\|fencing it out" "$tmp/err" ||
 		{ echo "FAIL: a process was fenced out"; exit 1; } ;;
 hung)	# fenced for its silence because its CPU time hardly grew over
-	# one window of a timeout: about two timeouts of silence in all
-	# (four allowed for the looks' quarters and a slow agent), far from
-	# the bound a starved process waits for (16)
+	# one window of a timeout: two timeouts of silence on an idle
+	# machine; up to eight allowed (CI under load once took four and a
+	# little), half the bound a starved process waits for (16)
 	ms=$(sed -n 's/^\[0\].*process 1 at .* silent for \([0-9]*\) ms .*declaring it lost.*/\1/p' \
 		"$tmp/err" | head -n 1)
 	[ -n "$ms" ] || { echo "FAIL: pid 0 did not fence pid 1"; exit 1; }
 	[ "$ms" -ge $((2 * PCOR_PEER_TIMEOUT_MS)) ] ||
 		{ echo "FAIL: fenced before its CPU time was judged ($ms ms)"; exit 1; }
-	[ "$ms" -lt $((4 * PCOR_PEER_TIMEOUT_MS)) ] ||
+	[ "$ms" -lt $((8 * PCOR_PEER_TIMEOUT_MS)) ] ||
 		{ echo "FAIL: fenced only after $ms ms"; exit 1; } ;;
 flood)	# the receiver must have held the sender back: refused (and the
 	# sender resent), or on a lossless port left fast messages waiting
