@@ -56,6 +56,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -585,20 +586,25 @@ static int run_alltoall(int t)
  * its pool of message control blocks is full (so it must refuse, and
  * pid 1 must resend), then takes them all: each once, in order.
  */
-/* NACKs this process sent, over all its ports. */
+/* One counter of the ports' stats, summed over this process's ports. */
+#define PORTS_STAT(field) ports_stat(offsetof(pcori_port_stats_t, field))
+static uint64_t ports_stat(size_t off)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < pcori_net.nports; i++)
+		n += atomic_load_explicit(
+		    (_Atomic uint64_t *)((char *)&pcori_net.ports[i]->st + off),
+		    memory_order_relaxed);
+	return n;
+}
+
 /*
  * Times this process held a sender back: refusals (NACKs), and on a
  * lossless port fast messages left in the channel until there was room.
  */
 static uint64_t held_back(void)
 {
-	uint64_t n = 0;
-	for (int i = 0; i < pcori_net.nports; i++)
-		n += atomic_load_explicit(&pcori_net.ports[i]->st.nack_sent,
-					  memory_order_relaxed) +
-		     atomic_load_explicit(&pcori_net.ports[i]->st.parked,
-					  memory_order_relaxed);
-	return n;
+	return PORTS_STAT(nack_sent) + PORTS_STAT(parked);
 }
 
 static int run_flood(int n)
@@ -993,16 +999,6 @@ static int run_lostrecv(const char *name)
 
 /* ----------------------------------------------------------- finrecv */
 
-/* RMA reads this process's ports have posted. */
-static bool reads_posted(void)
-{
-	uint64_t n = 0;
-	for (int i = 0; i < pcori_net.nports; i++)
-		n += atomic_load_explicit(&pcori_net.ports[i]->st.rma_reads,
-					  memory_order_relaxed);
-	return n > 0;
-}
-
 /*
  * pid 0 calls pcor_finalize while a rendezvous moves into a receive it
  * posted (its reads asked for): the handle is dropped, and the
@@ -1033,7 +1029,7 @@ static int run_finrecv(void)
 	 * none of the first 16 MiB within 20 s).
 	 */
 	uint64_t end = pcori_now_ns() + secs(30);
-	for (long i = 0; !reads_posted(); i++) {
+	for (long i = 0; !PORTS_STAT(rma_reads); i++) {
 		CHECK(pcori_now_ns() < end && i < 100000000);
 		sched_yield();
 	}
@@ -1374,10 +1370,7 @@ static int run_badhdr(void)
 		 */
 		uint64_t bad = 0, end = pcori_now_ns() + 10000000000ull;
 		do {
-			bad = 0;
-			for (int i = 0; i < pcori_net.nports; i++)
-				bad += atomic_load(
-					&pcori_net.ports[i]->st.bad_hdr);
+			bad = PORTS_STAT(bad_hdr);
 			if (bad < n)
 				sched_yield();
 		} while (bad < n && pcori_now_ns() < end);
