@@ -2,11 +2,11 @@
  * line_stream -- what packing small records costs or saves a stream: one
  * process streams records of REC bytes (32: two to a cache line, 64: one,
  * as pcor-shm's ring holds a 1 B message) to another through a 16 KiB
- * shared ring.  Each record is written as a fast record of pcor-shm is:
- * its first 28 bytes (header and fields) and its payload's last byte, then
- * a stamp in its first word, last; the consumer polls the stamp, reads
- * that byte and publishes its head every 64 records.  No library: the rate of a stream is bound here by the lines
- * it crosses, which is what a message rate benchmark can at best reach.
+ * shared ring.  The producer writes a header's worth of each record (its
+ * first 28 bytes) and its last byte, then a stamp in its first word; the
+ * consumer polls the stamp, reads that byte and publishes its head every
+ * 64 records.  No library: the stream's rate is bound by the lines it
+ * crosses, the most a message rate benchmark can reach.
  *
  *   line_stream [-n RECORDS] [-k ROUNDS] [REC ...]   (default 32 64)
  *   CSV: stream,ROUND,REC,Mrec/s -- the sizes interleaved in each round
@@ -85,7 +85,7 @@ static double stream(shared_t *sh, size_t rec, long n)
 					   RING)
 			;
 		unsigned char *r = &sh->ring[pos % RING];
-		/* The rest of a fast record's header, then its last byte. */
+		/* The rest of a header's worth, then the record's last byte. */
 		memset(r + 4, 0x5a, HDR - 4);
 		r[rec - 1] = (unsigned char)i;
 		atomic_store_explicit((_Atomic uint32_t *)(void *)r,
