@@ -47,21 +47,21 @@ static uint32_t stamp(uint64_t pos, size_t rec)
 static void consume(shared_t *sh, size_t rec, long n)
 {
 	uint64_t pos = 0;
-	unsigned sum = 0;
 	for (long i = 0; i < n; i++) {
 		unsigned char *r = &sh->ring[pos % RING];
 		_Atomic uint32_t *w = (_Atomic uint32_t *)(void *)r;
 		while (atomic_load_explicit(w, memory_order_acquire) !=
 		       stamp(pos, rec))
 			;
-		sum += r[rec - 1];
+		/* Every record, in order: its last byte is its number. */
+		if (r[rec - 1] != (unsigned char)i)
+			_exit(1);
 		pos += rec;
 		if (i % PUBLISH == PUBLISH - 1 || i == n - 1)
 			atomic_store_explicit(&sh->head, pos,
 					      memory_order_release);
 	}
-	/* The bytes read are the ones written: (n - 1) n / 2 mod 256. */
-	_exit((unsigned char)sum == (unsigned char)((n - 1) * n / 2) ? 0 : 1);
+	_exit(0);
 }
 
 /* Records per microsecond of one stream, or a negative value on failure. */
