@@ -605,6 +605,44 @@ static int fast_put(shm_port_t *p, shm_peer_t *d, const pcori_fast_hdr_t *f,
 }
 
 /*
+ * A fast message that fits a slot (pcori_shm_fast_s_t) goes in one when
+ * it is part of a run of sends to d (ring_end): half a line, so a stream
+ * moves two per line.  A lone send (a ping-pong's) takes a line of its
+ * own, as before slots: in the second slot of the line its peer has just
+ * read, the 8-byte one-way time was 2 % longer here, and the 1-byte
+ * rate, whose windows wait on a lone acknowledgement, 15 % lower.
+ */
+static PCORI_ALWAYS_INLINE bool fast_in_slot(const shm_peer_t *d,
+					     const pcori_fast_hdr_t *f,
+					     size_t plen)
+{
+	return plen <= PCORI_SHM_FAST_S_MAX && f->flags == PCORI_WF_FAST &&
+	       (uint32_t)(f->src_thid | f->dst_thid) <= UINT16_MAX &&
+	       atomic_load_explicit(&d->sent_run, memory_order_relaxed);
+}
+
+static int fast_put_slot(shm_port_t *p, shm_peer_t *d,
+			 const pcori_fast_hdr_t *f, const void *payload,
+			 size_t plen)
+{
+	int rc;
+	size_t len = sizeof(pcori_shm_fast_s_t) + plen;
+	uint8_t *dst = ring_begin(d, PCORI_SHM_REC_FAST_S, len, len, true, &rc);
+	if (!dst)
+		return rc == PCOR_ERR_AGAIN ? again(p) : rc;
+	pcori_shm_fast_s_t *rec = (pcori_shm_fast_s_t *)(void *)dst;
+	rec->src_thid = (uint16_t)FIELD(f->src_thid);
+	rec->dst_thid = (uint16_t)FIELD(f->dst_thid);
+	rec->tag = FIELD(f->tag);
+	rec->ctx = FIELD(f->ctx);
+	rec->seq = FIELD(f->seq);
+	pcori_copy_short(dst + sizeof(*rec), payload, plen);
+	ring_end(d);
+	PCORI_HOP(PCORI_HOP_COMMIT);
+	return PCOR_OK;
+}
+
+/*
  * Copy one message of len bytes to peer d through a run of cells, and
  * announce the run in its ring with a record of kind (waiting for room
  * if wait).
@@ -689,8 +727,9 @@ static int shm_inject(pcori_port_t *bp, uint64_t dest, const void *buf,
 }
 
 /*
- * A fast-path message: one compact record, in the ring when it fits,
- * else in cells.  Either way the copy is made before returning.
+ * A fast-path message: one compact record, in a slot or a line of the
+ * ring when it fits, else in cells.  Either way the copy is made before
+ * returning.
  */
 static int shm_inject_fast(pcori_port_t *bp, uint64_t dest, int dst_pid,
 			   const pcori_fast_hdr_t *f, const void *payload,
@@ -699,6 +738,8 @@ static int shm_inject_fast(pcori_port_t *bp, uint64_t dest, int dst_pid,
 	shm_port_t *p = (shm_port_t *)bp;
 	shm_peer_t *d = (shm_peer_t *)(uintptr_t)dest;
 	(void)dst_pid; /* the ring's owner */
+	if (fast_in_slot(d, f, plen))
+		return fast_put_slot(p, d, f, payload, plen);
 	bool ack = f->flags & PCORI_WF_HAS_ACK;
 	size_t len = sizeof(pcori_shm_fast_t) + (ack ? 8 : 0) + plen;
 	if (PCORI_LIKELY(len <= p->inline_max))

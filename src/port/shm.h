@@ -18,7 +18,9 @@
  *
  * A record announces itself: its header carries a stamp of its position,
  * written last, so the receiver polls the line at its head and a small
- * message moves one cache line, with no counter stored per message.  The
+ * message moves one cache line, with no counter stored per message; the
+ * smallest (a fast message of up to 8 bytes, a cell run's announcement)
+ * take half a line, so a stream of them moves two per line.  The
  * head counters are one contiguous array, read by a sender only when its
  * ring looks full.  Counters only grow (64 bits never wrap); a ring
  * offset is the counter modulo ring_size.  Everything read from a peer's memory is validated
@@ -31,8 +33,9 @@
 #include "../core/core.h"
 
 #define PCORI_SHM_MAGIC 0x316d6873726f6370ull /* "pcorshm1" */
-#define PCORI_SHM_VERSION 6
-#define PCORI_SHM_LINE 64    /* records, counters: cache-line aligned */
+#define PCORI_SHM_VERSION 7
+#define PCORI_SHM_LINE 64    /* counters, records of more than a slot */
+#define PCORI_SHM_SLOT 32    /* ring positions: half a line */
 #define PCORI_SHM_PAGE 4096
 #define PCORI_SHM_REC_HDR 8  /* record header bytes */
 #define PCORI_SHM_LOST_MAX 64 /* peers declared lost a header remembers */
@@ -45,6 +48,10 @@
 				  the ack cookie if it carries one, data */
 #define PCORI_SHM_REC_FAST_CELLS 5 /* a fast-path message as in REC_FAST,
 				      too long for the ring: in cells */
+#define PCORI_SHM_REC_FAST_S 6 /* a short fast-path message in one slot:
+				  pcori_shm_fast_s_t, then len <= 8 bytes */
+#define PCORI_SHM_REC_PAD 7    /* skip one slot: the next record needs a
+				  line of its own */
 
 /*
  * The fields of a fast-path message's pcor header that vary; the rest
@@ -58,6 +65,21 @@ typedef struct pcori_shm_fast {
 	uint32_t ctx, seq;
 	uint32_t flags; /* PCORI_WF_*; HAS_ACK: a u64 cookie follows */
 } pcori_shm_fast_t;
+
+/*
+ * A fast message that fits a slot: no ack rides with it, both thread ids
+ * are below 2^16 and it carries at most PCORI_SHM_FAST_S_MAX bytes; its
+ * flags are PCORI_WF_FAST alone.  Header, these 16 bytes and the data
+ * make 32: two such messages share a line.
+ */
+typedef struct pcori_shm_fast_s {
+	uint16_t src_thid, dst_thid;
+	int32_t tag;
+	uint32_t ctx, seq;
+} pcori_shm_fast_s_t;
+
+#define PCORI_SHM_FAST_S_MAX                                                  \
+	(PCORI_SHM_SLOT - PCORI_SHM_REC_HDR - sizeof(pcori_shm_fast_s_t))
 
 /* Cell run marks (mark[first cell of a run]). */
 #define PCORI_SHM_MARK_IDLE 0u
@@ -153,9 +175,12 @@ typedef struct pcori_shm_ring {
 typedef struct pcori_shm_prod {
 	uint64_t tail; /* total-in, including the reserved record */
 	uint64_t head; /* consumer's total-out when last read */
-	/* The reserved record's header, stored by commit; a wrap's too. */
-	uint64_t at, word, wrap_at, wrap_word;
-	bool wrap;
+	/*
+	 * The reserved record's header, stored by commit; and the header of
+	 * the filler before it (a WRAP or a PAD), if any.
+	 */
+	uint64_t at, word, fill_at, fill_word;
+	bool fill;
 } pcori_shm_prod_t;
 
 /* A record as the consumer sees it (valid until head moves past it). */
@@ -169,15 +194,17 @@ typedef struct pcori_shm_rec {
 /*
  * Record header word: stamp in the low 32 bits, kind in the next 4, the
  * length in the top 28.  The stamp names the record's position (lap
- * included) and is never 0, the value the consumer leaves in the first
- * word of a line a record's payload covered (pcori_shm_ring_consumed): a
- * line of an older lap, or of a record's middle, never passes for a new
- * record.
+ * included) and is never 0, the value found where a record may start
+ * and none has yet in this lap: the consumer zeroes the first word of
+ * each line a record's payload covered (pcori_shm_ring_consumed), and
+ * the producer of a one-slot record at a line's start zeroes the
+ * second slot's (pcori_shm_ring_reserve).  So a slot of an older lap, or
+ * of a record's middle, never passes for a new record.
  */
 #define PCORI_SHM_LEN_MAX ((1u << 28) - 1)
 static inline uint32_t pcori_shm_stamp(uint64_t pos)
 {
-	return (uint32_t)(pos / PCORI_SHM_LINE) | 1u;
+	return (uint32_t)(pos / PCORI_SHM_SLOT) | 1u;
 }
 
 static inline uint64_t pcori_shm_hdr_word(uint64_t pos, uint32_t kind,
@@ -187,9 +214,14 @@ static inline uint64_t pcori_shm_hdr_word(uint64_t pos, uint32_t kind,
 	       pcori_shm_stamp(pos);
 }
 
-/* Bytes a record with plen payload bytes takes in a ring. */
+/*
+ * Bytes a record with plen payload bytes takes in a ring: a slot, or
+ * whole lines (such records start on a line: one line, one transfer).
+ */
 static inline uint64_t pcori_shm_rec_size(uint64_t plen)
 {
+	if (plen <= PCORI_SHM_SLOT - PCORI_SHM_REC_HDR)
+		return PCORI_SHM_SLOT;
 	return (PCORI_SHM_REC_HDR + plen + PCORI_SHM_LINE - 1) &
 	       ~(uint64_t)(PCORI_SHM_LINE - 1);
 }
@@ -216,7 +248,7 @@ void *pcori_shm_ring_reserve(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr,
 			     uint32_t kind, uint32_t len, uint32_t plen);
 
 /*
- * Publish the reserved record: store its header (and a wrap's, last),
+ * Publish the reserved record: store its header (and its filler's, last),
  * release stores.  A sender that then checks whether the consumer sleeps
  * fences between the two (port/shm.c).
  */
@@ -243,19 +275,19 @@ static inline bool pcori_shm_ring_ready(const pcori_shm_ring_t *r,
 }
 
 /*
- * Consumer: decode the record at head (head must be line-aligned).
+ * Consumer: decode the record at head (head must be slot-aligned).
  * Returns 0 when none is there yet, 1 with *rec and the head after the
- * record in *next_p (a WRAP record comes up as such: skip it), or -1 when
+ * record in *next_p (a WRAP or PAD comes up as such: skip it), or -1 when
  * the record is malformed (the ring must then be abandoned).
  */
 int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
 			pcori_shm_rec_t *rec, uint64_t *next_p);
 
 /*
- * Consumer: done with the record from head to next (not a WRAP).  Zeroes
- * the first word of each line after the record's first, so that what its
- * payload left there is no header in a later lap.  Before head is given
- * back.
+ * Consumer: done with the record from head to next (not a filler).
+ * Zeroes the first word of each line after the record's first, so that
+ * what its payload left there is no header in a later lap.  Before head
+ * is given back.
  */
 void pcori_shm_ring_consumed(const pcori_shm_ring_t *r, uint64_t head,
 			     uint64_t next);

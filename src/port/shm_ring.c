@@ -6,10 +6,14 @@
  *  - A ring is a byte array and two monotonically growing positions:
  *    the producer's tail (private) and the consumer's head (shared).  A
  *    record is an 8-byte header (stamp, kind, length) and its payload,
- *    padded to a cache line: records never share a line, so the consumer
- *    reading record n does not fight the producer writing record n+1.  A
- *    record never straddles the end: a WRAP record fills the rest of the
- *    ring instead.
+ *    padded to a 32-byte slot or to whole lines.  Records of lines start
+ *    on one (a PAD fills the slot before when the tail is mid-line): a
+ *    small message is one line, one transfer.  One-slot records (a fast
+ *    message of up to 8 bytes, a cell run) pair up in a line, as Open
+ *    MPI's vader packs its fast boxes: a stream of them moves half the
+ *    lines, at the price of the consumer reading one half while the
+ *    producer writes the other.  A record never straddles the end: a
+ *    WRAP record fills the rest of the ring instead.
  *  - The producer publishes a record by storing its header last; the
  *    header's stamp is derived from the record's position, so the
  *    consumer polls the one line at its head and an 8-byte message moves
@@ -17,9 +21,12 @@
  *  - The first word of every line is 0 or a header an old lap left
  *    (whose stamp names that lap): the consumer zeroes it in the lines a
  *    record's payload ran over once it is done with the record, and a
- *    reset zeroes it everywhere.  So what the consumer finds at its head
- *    is never the middle of an old record that happens to look like a
- *    header, and the producer touches no line but the record's own (it
+ *    reset zeroes it everywhere.  A line's second slot is read as a head
+ *    only after a one-slot record at the line's start in the same lap,
+ *    whose producer zeroed it first (in a line it writes anyway).  So
+ *    what the consumer finds at its head is never the middle of an old
+ *    record that happens to look like a header, and the producer
+ *    touches no line but the record's own (it
  *    used to clear the next record's header, a second line written per
  *    message and, ahead of the header in store order, on the path to
  *    the consumer).  The consumer stores head (release) after it is done
@@ -87,7 +94,27 @@ void *pcori_shm_ring_reserve(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr,
 	uint64_t tail = pr->tail;
 	uint64_t pos = tail & (r->size - 1);
 	uint64_t room = r->size - pos;
-	uint64_t total = need <= room ? need : room + need;
+	/*
+	 * A filler first: the rest of the ring when the record does not fit
+	 * there, a slot when it needs whole lines and the tail is at a
+	 * line's middle.
+	 */
+	uint32_t fkind = 0;
+	uint64_t fill = 0;
+	if (need > room) {
+		fkind = PCORI_SHM_REC_WRAP;
+		fill = room;
+	} else if (need > PCORI_SHM_SLOT && (pos & (PCORI_SHM_LINE - 1))) {
+		fkind = PCORI_SHM_REC_PAD;
+		fill = PCORI_SHM_SLOT;
+	}
+	uint64_t at = (pos + fill) & (r->size - 1);
+	/*
+	 * A slot at a line's start clears the line's second slot (see
+	 * pcori_shm_stamp), so it needs the whole line free.
+	 */
+	bool pair = need == PCORI_SHM_SLOT && !(at & (PCORI_SHM_LINE - 1));
+	uint64_t total = fill + (pair ? PCORI_SHM_LINE : need);
 	/*
 	 * The head we saw last is usually far enough behind: only reload
 	 * it (a cache miss on the consumer's line) when it is not.
@@ -97,29 +124,27 @@ void *pcori_shm_ring_reserve(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr,
 		if (tail + total - pr->head > r->size)
 			return NULL;
 	}
-	pr->wrap = need > room;
-	if (pr->wrap) {
-		pr->wrap_at = pos;
-		pr->wrap_word = pcori_shm_hdr_word(tail, PCORI_SHM_REC_WRAP,
-						   (uint32_t)room);
-		tail += room;
-		pos = 0;
+	pr->fill = fkind != 0;
+	if (fkind) {
+		pr->fill_at = pos;
+		pr->fill_word = pcori_shm_hdr_word(tail, fkind, (uint32_t)fill);
+		tail += fill;
 	}
-	pr->at = pos;
+	if (pair)
+		word_put(r->buf + at + PCORI_SHM_SLOT, 0, __ATOMIC_RELAXED);
+	pr->at = at;
 	pr->word = pcori_shm_hdr_word(tail, kind, len);
 	pr->tail = tail + need;
-	return r->buf + pos + PCORI_SHM_REC_HDR;
+	return r->buf + at + PCORI_SHM_REC_HDR;
 }
 
 void pcori_shm_ring_commit(const pcori_shm_ring_t *r, pcori_shm_prod_t *pr)
 {
-	if (pr->wrap) {
-		/* The record first: a consumer that sees the wrap finds it. */
-		word_put(r->buf + pr->at, pr->word, __ATOMIC_RELEASE);
-		word_put(r->buf + pr->wrap_at, pr->wrap_word, __ATOMIC_RELEASE);
-		pr->wrap = false;
-	} else {
-		word_put(r->buf + pr->at, pr->word, __ATOMIC_RELEASE);
+	/* The record first: a consumer that sees the filler finds it. */
+	word_put(r->buf + pr->at, pr->word, __ATOMIC_RELEASE);
+	if (pr->fill) {
+		word_put(r->buf + pr->fill_at, pr->fill_word, __ATOMIC_RELEASE);
+		pr->fill = false;
 	}
 }
 
@@ -128,7 +153,8 @@ int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
 {
 	uint64_t pos = head & (r->size - 1);
 	uint64_t room = r->size - pos;
-	if (pos & (PCORI_SHM_LINE - 1))
+	bool mid = pos & (PCORI_SHM_LINE - 1); /* at a line's second slot */
+	if (pos & (PCORI_SHM_SLOT - 1))
 		return -1;
 	uint64_t w = word_get(r->buf + pos);
 	if ((uint32_t)w != pcori_shm_stamp(head))
@@ -137,13 +163,21 @@ int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
 	uint64_t plen;
 	switch (kind) {
 	case PCORI_SHM_REC_WRAP:
-		if (pos == 0 || len != room)
+	case PCORI_SHM_REC_PAD:
+		if (kind == PCORI_SHM_REC_WRAP ? pos == 0 || len != room
+					       : !mid || len != PCORI_SHM_SLOT)
 			return -1;
 		rec->kind = kind;
 		rec->len = 0;
 		rec->data = NULL;
-		*next_p = head + room;
+		*next_p = head + len;
 		return 1;
+	case PCORI_SHM_REC_FAST_S:
+		if (len < sizeof(pcori_shm_fast_s_t) ||
+		    len > PCORI_SHM_SLOT - PCORI_SHM_REC_HDR)
+			return -1;
+		plen = len;
+		break;
 	case PCORI_SHM_REC_INLINE:
 	case PCORI_SHM_REC_FAST:
 		plen = len;
@@ -155,9 +189,11 @@ int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
 	default:
 		return -1;
 	}
-	/* No producer makes a record of a whole ring (inline_max). */
+	/* No producer makes a record of a whole ring (inline_max), nor
+	 * one of lines in a line's middle. */
 	uint64_t need = pcori_shm_rec_size(plen);
-	if (need > room || need + PCORI_SHM_LINE > r->size)
+	if (need > room || need + PCORI_SHM_LINE > r->size ||
+	    (mid && need > PCORI_SHM_SLOT))
 		return -1;
 	const uint8_t *payload = r->buf + pos + PCORI_SHM_REC_HDR;
 	rec->kind = kind;
@@ -178,6 +214,7 @@ int pcori_shm_ring_next(const pcori_shm_ring_t *r, uint64_t head,
 void pcori_shm_ring_consumed(const pcori_shm_ring_t *r, uint64_t head,
 			     uint64_t next)
 {
+	/* A record of lines starts on one; a slot's covers no line start. */
 	for (uint64_t at = head + PCORI_SHM_LINE; at < next;
 	     at += PCORI_SHM_LINE)
 		word_put(r->buf + (at & (r->size - 1)), 0, __ATOMIC_RELAXED);
@@ -185,7 +222,7 @@ void pcori_shm_ring_consumed(const pcori_shm_ring_t *r, uint64_t head,
 
 void pcori_shm_ring_reset(const pcori_shm_ring_t *r)
 {
-	for (uint64_t at = 0; at < r->size; at += PCORI_SHM_LINE)
+	for (uint64_t at = 0; at < r->size; at += PCORI_SHM_SLOT)
 		word_put(r->buf + at, 0, __ATOMIC_RELAXED);
 }
 

@@ -46,7 +46,7 @@ static void release_one(shm_port_t *p, shm_peer_t *d)
 		    atomic_load(&p->owners[s]) != (uint64_t)d->pid + 1)
 			continue;
 		/* Bounded: at most a ring's worth of records. */
-		for (uint32_t k = 0; k <= p->g.ring_size / PCORI_SHM_LINE; k++)
+		for (uint32_t k = 0; k <= p->g.ring_size / PCORI_SHM_SLOT; k++)
 			if (rs->broken || !shmp_drain(p, s))
 				break;
 		shmp_rslot_reset(p, s);
@@ -91,6 +91,23 @@ int shmp_release_dead(shm_port_t *p)
 }
 
 /*
+ * The fields of a one-slot fast record at data (pcori_shm_fast_s_t),
+ * read once, into our own: the peer may rewrite the record.
+ */
+static inline void fast_s_read(pcori_fast_hdr_t *f, const uint8_t *data)
+{
+	pcori_shm_fast_s_t s;
+	memcpy(&s, data, sizeof(s));
+	f->src_thid = s.src_thid;
+	f->dst_thid = s.dst_thid;
+	f->tag = s.tag;
+	f->ctx = s.ctx;
+	f->seq = s.seq;
+	f->flags = PCORI_WF_FAST;
+	f->cookie = 0;
+}
+
+/*
  * Hand up a fast record from peer d (its fields are the protocol's, see
  * shm_inject_fast).  Returns what pcori_port_recv_fast does.
  */
@@ -98,6 +115,13 @@ static int fast_recv(shm_port_t *p, const shm_peer_t *d,
 		     const pcori_shm_rec_t *rec, pcori_rx_batch_t *b)
 {
 	pcori_fast_hdr_t f;
+	if (rec->kind == PCORI_SHM_REC_FAST_S) {
+		/* pcori_shm_ring_next checked its length. */
+		fast_s_read(&f, rec->data);
+		size_t off = sizeof(pcori_shm_fast_s_t);
+		return pcori_port_recv_fast(&p->base, d->pid, &f,
+					    rec->data + off, rec->len - off, b);
+	}
 	size_t off = sizeof(pcori_shm_fast_t);
 	if (rec->len < off)
 		return -1;
@@ -200,6 +224,17 @@ static void rslot_broken(shm_port_t *p, uint32_t s, const char *why)
 		pcori_port_peer_fault(&p->base, pid);
 }
 
+/*
+ * The length a hop probe is told a fast record has: a slot's leaves no
+ * spare end in its line for the sender's stamp (it may be the next
+ * slot's).
+ */
+static inline size_t hop_len(const pcori_shm_rec_t *rec)
+{
+	return rec->kind == PCORI_SHM_REC_FAST_S ? PCORI_SHM_LINE
+						 : PCORI_SHM_REC_HDR + rec->len;
+}
+
 /* The record at the ring's head was refused for now: retry later. */
 static void park(shm_port_t *p, shm_rslot_t *rs)
 {
@@ -240,7 +275,8 @@ PCORI_NOINLINE int shmp_drain(shm_port_t *p, uint32_t s)
 		}
 		if (!got)
 			break;
-		if (rec.kind == PCORI_SHM_REC_WRAP) {
+		if (rec.kind == PCORI_SHM_REC_WRAP ||
+		    rec.kind == PCORI_SHM_REC_PAD) {
 			head = next;
 			continue;
 		}
@@ -268,12 +304,14 @@ PCORI_NOINLINE int shmp_drain(shm_port_t *p, uint32_t s)
 			}
 			rec.data = d->cells + (uint64_t)rec.first * g->cell_size;
 		}
-		if (rec.kind == PCORI_SHM_REC_FAST)
+		if (rec.kind == PCORI_SHM_REC_FAST ||
+		    rec.kind == PCORI_SHM_REC_FAST_S)
 			PCORI_HOP_SEEN_REC(ring.buf + (head & (ring.size - 1)),
-					   PCORI_SHM_REC_HDR + rec.len);
+					   hop_len(&rec));
 		/* Compact records (in the ring or in cells) or whole frames. */
 		int r;
 		if (rec.kind == PCORI_SHM_REC_FAST ||
+		    rec.kind == PCORI_SHM_REC_FAST_S ||
 		    rec.kind == PCORI_SHM_REC_FAST_CELLS) {
 			r = fast_recv(p, d, &rec, &b);
 		} else {
@@ -381,9 +419,9 @@ uint64_t shmp_watch(pcori_port_t *bp, uint64_t dest)
 
 /*
  * The common record at a watched ring's head, taken without the drain's
- * loop and layers: a one-line fast record without an ack, which
- * pcori_port_take_fast can hand over at once.  false: nothing changed,
- * the drain takes it.  Progress only.
+ * loop and layers: a one-slot or one-line fast record without an ack,
+ * which pcori_port_take_fast can hand over at once.  false: nothing
+ * changed, the drain takes it.  Progress only.
  */
 static bool take_watched(shm_port_t *p, uint32_t s,
 			 const pcori_shm_ring_t *ring)
@@ -398,23 +436,36 @@ static bool take_watched(shm_port_t *p, uint32_t s,
 	uint64_t w = __atomic_load_n((const uint64_t *)(const void *)at,
 				     __ATOMIC_ACQUIRE);
 	uint32_t kind = (uint32_t)(w >> 32) & 15, len = (uint32_t)(w >> 36);
-	if ((uint32_t)w != pcori_shm_stamp(head) ||
-	    kind != PCORI_SHM_REC_FAST || len < sizeof(pcori_shm_fast_t) ||
-	    len > PCORI_SHM_LINE - PCORI_SHM_REC_HDR)
+	if ((uint32_t)w != pcori_shm_stamp(head))
 		return false;
 	const uint8_t *data = at + PCORI_SHM_REC_HDR;
-	PCORI_HOP_SEEN_REC(at, PCORI_SHM_REC_HDR + len);
-	/* Read once, into our own: the peer may rewrite the record. */
 	pcori_fast_hdr_t f;
-	memcpy(&f, data, sizeof(pcori_shm_fast_t));
-	f.cookie = 0;
-	if (f.flags & PCORI_WF_HAS_ACK ||
-	    !pcori_port_take_fast(&p->base, d->pid, &f,
-				  data + sizeof(pcori_shm_fast_t),
-				  len - sizeof(pcori_shm_fast_t)))
+	size_t off;
+	uint64_t size;
+	if (kind == PCORI_SHM_REC_FAST_S && len >= sizeof(pcori_shm_fast_s_t) &&
+	    len <= PCORI_SHM_SLOT - PCORI_SHM_REC_HDR) {
+		PCORI_HOP_SEEN_REC(at, PCORI_SHM_LINE); /* see hop_len */
+		fast_s_read(&f, data);
+		off = sizeof(pcori_shm_fast_s_t);
+		size = PCORI_SHM_SLOT;
+	} else if (kind == PCORI_SHM_REC_FAST &&
+		   len >= sizeof(pcori_shm_fast_t) &&
+		   len <= PCORI_SHM_LINE - PCORI_SHM_REC_HDR &&
+		   !(head & (PCORI_SHM_LINE - 1))) {
+		PCORI_HOP_SEEN_REC(at, PCORI_SHM_REC_HDR + len);
+		/* Read once, into our own: the peer may rewrite the record. */
+		memcpy(&f, data, sizeof(pcori_shm_fast_t));
+		f.cookie = 0;
+		off = sizeof(pcori_shm_fast_t);
+		size = PCORI_SHM_LINE;
+	} else {
 		return false;
-	/* One line: nothing to clear behind it (pcori_shm_ring_consumed). */
-	rs->head = rs->published = head + PCORI_SHM_LINE;
+	}
+	if (f.flags & PCORI_WF_HAS_ACK ||
+	    !pcori_port_take_fast(&p->base, d->pid, &f, data + off, len - off))
+		return false;
+	/* One slot or line: nothing to clear behind it (ring_consumed). */
+	rs->head = rs->published = head + size;
 	atomic_store_explicit(&p->heads[s], rs->head, memory_order_release);
 	if (atomic_load_explicit(&d->sent_run, memory_order_relaxed))
 		atomic_store_explicit(&d->sent_run, 0, memory_order_relaxed);
@@ -450,7 +501,7 @@ int shmp_progress_watched(pcori_port_t *bp, uint64_t token)
 	uint32_t s = (uint32_t)(token - 1);
 	pcori_shm_ring_t ring = ring_of(p, s);
 	uint64_t h = atomic_load_explicit(&p->heads[s], memory_order_relaxed);
-	bool news = h % PCORI_SHM_LINE || pcori_shm_ring_ready(&ring, h);
+	bool news = h % PCORI_SHM_SLOT || pcori_shm_ring_ready(&ring, h);
 	if (PCORI_LIKELY(!news) &&
 	    !atomic_load_explicit(&p->cq_ready, memory_order_relaxed) &&
 	    !atomic_load_explicit(&p->ndead, memory_order_relaxed))
@@ -473,7 +524,7 @@ static bool arrivals(shm_port_t *p, bool *quiet_p)
 	for (uint32_t s = 0; s < hwm; s++) {
 		pcori_shm_ring_t ring = ring_of(p, s);
 		uint64_t h = atomic_load(&p->heads[s]);
-		if (h % PCORI_SHM_LINE || !pcori_shm_ring_ready(&ring, h))
+		if (h % PCORI_SHM_SLOT || !pcori_shm_ring_ready(&ring, h))
 			continue;
 		/* Parked or broken: retried on a timer, not woken for. */
 		if (!atomic_load_explicit(&p->rslots[s].quiet,

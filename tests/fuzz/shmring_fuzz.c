@@ -3,9 +3,9 @@
  * (pcori_shm_ring_next in src/port/shm_ring.c): the ring lives in
  * memory a local peer writes, so every byte of it may be hostile.
  *
- * Input: byte 0 picks the ring size (64 B to 8 KiB), bytes 1-2 the line
+ * Input: byte 0 picks the ring size (64 B to 8 KiB), bytes 1-2 the slot
  * the consumer's head stands on, byte 3 whether the low half of each
- * line's first word is overwritten with the stamp its position would
+ * slot's first word is overwritten with the stamp its position would
  * carry (odd: so the fuzzer reaches the record decoder instead of stopping
  * at "nothing there yet"); the rest fills the ring.  The reader walks
  * records until it finds none or one malformed, and is done with each as
@@ -23,11 +23,11 @@ static void must(bool ok, const char *what)
 	}
 }
 
-/* Give every line the stamp of the position it holds in the first lap. */
-static void stamp_lines(uint8_t *buf, uint32_t rsize, uint64_t head)
+/* Give every slot the stamp of the position it holds in the first lap. */
+static void stamp_slots(uint8_t *buf, uint32_t rsize, uint64_t head)
 {
 	uint64_t hpos = head & (rsize - 1);
-	for (uint32_t off = 0; off < rsize; off += PCORI_SHM_LINE) {
+	for (uint32_t off = 0; off < rsize; off += PCORI_SHM_SLOT) {
 		uint64_t pos = head + ((off + rsize - hpos) & (rsize - 1));
 		uint32_t s = pcori_shm_stamp(pos);
 		memcpy(buf + off, &s, sizeof s); /* little-endian low half */
@@ -46,11 +46,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t n = size - 4 < rsize ? size - 4 : rsize;
 	memcpy(buf, data + 4, n);
 	/* Counters are 64-bit and only grow: start far from zero. */
-	uint64_t line = ((uint64_t)data[1] << 8 | data[2]) %
-			(rsize / PCORI_SHM_LINE);
-	uint64_t head = (1ull << 40) + line * PCORI_SHM_LINE;
+	uint64_t slot = ((uint64_t)data[1] << 8 | data[2]) %
+			(rsize / PCORI_SHM_SLOT);
+	uint64_t head = (1ull << 40) + slot * PCORI_SHM_SLOT;
 	if (data[3] & 1)
-		stamp_lines(buf, rsize, head);
+		stamp_slots(buf, rsize, head);
 	_Atomic uint64_t h = head;
 	pcori_shm_ring_t r = {.buf = buf, .head = &h, .size = rsize};
 	uint64_t start = head;
@@ -65,15 +65,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		must(next > head, "the walk moves forward");
 		must(next - start <= 2ull * rsize * 4096, "the walk is bounded");
+		bool fill = rec.kind == PCORI_SHM_REC_WRAP ||
+			    rec.kind == PCORI_SHM_REC_PAD;
 		if (rec.kind == PCORI_SHM_REC_WRAP) {
 			must((next & (rsize - 1)) == 0, "a wrap ends the lap");
+		} else if (rec.kind == PCORI_SHM_REC_PAD) {
+			must((next & (PCORI_SHM_LINE - 1)) == 0,
+			     "a pad ends at a line");
 		} else if (rec.kind == PCORI_SHM_REC_CELLS ||
 			   rec.kind == PCORI_SHM_REC_FAST_CELLS) {
 			must(rec.data == NULL, "cells carry no inline data");
 		} else {
 			must(rec.kind == PCORI_SHM_REC_INLINE ||
-				     rec.kind == PCORI_SHM_REC_FAST,
+				     rec.kind == PCORI_SHM_REC_FAST ||
+				     rec.kind == PCORI_SHM_REC_FAST_S,
 			     "a known kind");
+			must(next - head <= PCORI_SHM_SLOT ||
+				     (head & (PCORI_SHM_LINE - 1)) == 0,
+			     "a record of lines starts on one");
 			must(rec.data >= buf && rec.data + rec.len <= buf + rsize,
 			     "the payload lies inside the ring");
 			/* Touch it: ASan checks the bounds. */
@@ -82,7 +91,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				sum = (uint8_t)(sum + rec.data[k]);
 			(void)sum;
 		}
-		if (rec.kind != PCORI_SHM_REC_WRAP) {
+		if (!fill) {
 			pcori_shm_ring_consumed(&r, head, next);
 			for (uint64_t at = head + PCORI_SHM_LINE; at < next;
 			     at += PCORI_SHM_LINE)

@@ -683,6 +683,10 @@ static void rogue_attack(void)
 	uint64_t t = atomic_load(&heads[mine]);
 	uint64_t mask = g.ring_size - 1;
 	uint64_t w;
+	/* In a line's middle (after a one-slot record): a PAD first, below. */
+	uint64_t pad_at = t;
+	if (t % PCORI_SHM_LINE)
+		t += PCORI_SHM_SLOT;
 	/* 2 (read second): a record of an unknown kind: the ring is abandoned. */
 	uint64_t t2 = t + pcori_shm_rec_size(100);
 	w = pcori_shm_hdr_word(t2, 9, 8);
@@ -692,6 +696,12 @@ static void rogue_attack(void)
 	memset(rec + 8, 0x77, 100);
 	w = pcori_shm_hdr_word(t, PCORI_SHM_REC_INLINE, 100);
 	__atomic_store_n((uint64_t *)(void *)rec, w, __ATOMIC_SEQ_CST);
+	if (pad_at != t) {
+		w = pcori_shm_hdr_word(pad_at, PCORI_SHM_REC_PAD,
+				       PCORI_SHM_SLOT);
+		__atomic_store_n((uint64_t *)(void *)(ring + (pad_at & mask)),
+				 w, __ATOMIC_SEQ_CST);
+	}
 	/* 3: a slot claimed in pid 1's name, announcing cells out of range. */
 	CHECK(atomic_exchange(&owners[spare], 2) == 0);
 	uint32_t hwm = atomic_load(&h->hwm);

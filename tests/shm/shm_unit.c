@@ -103,7 +103,7 @@ static void test_ring_basic(void)
 	atomic_store(&t.head, head);
 	CHECK(put(&t, &pr, 0, 0));
 	CHECK(pcori_shm_ring_next(&t.r, head, &rec, &next) == 1);
-	CHECK(rec.len == 0 && next == head + 64);
+	CHECK(rec.len == 0 && next == head + 32);
 	head = next;
 	CHECK(pcori_shm_ring_next(&t.r, head, &rec, &next) == 0);
 	/* A line of the lap before, where the next record goes: not taken. */
@@ -188,6 +188,92 @@ static void test_ring_stale(void)
 	free(t.mem);
 }
 
+/* The word at pos, as the consumer would load it. */
+static uint64_t get_word(const test_ring_t *t, uint64_t pos)
+{
+	uint64_t w;
+	memcpy(&w, t->mem + (pos & (t->r.size - 1)), 8);
+	return w;
+}
+
+/*
+ * Records of a slot pair up in a line; a record of lines after a lone
+ * slot starts on the next line, behind a PAD.
+ */
+static void test_ring_slots(void)
+{
+	test_ring_t t;
+	ring_make(&t, 4096);
+	pcori_shm_prod_t pr;
+	pcori_shm_prod_init(&pr);
+	pcori_shm_rec_t rec;
+	uint64_t next;
+	static const struct {
+		uint32_t len;
+		uint64_t at, next; /* where it lands, where the next one may */
+	} want[] = {{24, 0, 32}, {0, 32, 64}, {25, 64, 128},
+		    {10, 128, 160}, {100, 192, 320}, {1, 320, 352}};
+	size_t n = sizeof(want) / sizeof(want[0]);
+	for (size_t i = 0; i < n; i++)
+		CHECK(put(&t, &pr, want[i].len, i));
+	CHECK(pr.tail == want[n - 1].next);
+	uint64_t head = 0;
+	for (size_t i = 0; i < n; i++) {
+		CHECK(pcori_shm_ring_next(&t.r, head, &rec, &next) == 1);
+		if (head != want[i].at) {
+			CHECK(rec.kind == PCORI_SHM_REC_PAD && next == want[i].at);
+			head = next;
+			CHECK(pcori_shm_ring_next(&t.r, head, &rec, &next) == 1);
+		}
+		CHECK(rec.kind == PCORI_SHM_REC_INLINE &&
+		      rec.len == want[i].len && next == want[i].next);
+		CHECK(rec.data == t.mem + want[i].at + 8);
+		CHECK_PATTERN(rec.data, rec.len, i);
+		pcori_shm_ring_consumed(&t.r, head, next);
+		head = next;
+	}
+	CHECK(pcori_shm_ring_next(&t.r, head, &rec, &next) == 0);
+
+	/*
+	 * A slot at a line's start needs the whole line free: it clears the
+	 * second slot, which may hold a record not yet read.
+	 */
+	pr.tail = 4096 + 640;
+	pr.head = 640 + 32;
+	atomic_store(&t.head, pr.head);
+	uint64_t unread = pcori_shm_hdr_word(640 + 32, PCORI_SHM_REC_INLINE, 8);
+	set_word(&t, 640 + 32, unread);
+	CHECK(!put(&t, &pr, 8, 1));
+	CHECK(pr.tail == 4096 + 640 && get_word(&t, 640 + 32) == unread);
+	atomic_store(&t.head, 640 + 64);
+	CHECK(put(&t, &pr, 8, 1));
+
+	/*
+	 * What a record of lines left in a line's second slot is lap 1's
+	 * header there: the consumer does not clear it, the producer of a
+	 * slot at the line's start in lap 1 does.
+	 */
+	pcori_shm_prod_init(&pr);
+	atomic_store(&t.head, 0);
+	uint8_t *d = pcori_shm_ring_reserve(&t.r, &pr, PCORI_SHM_REC_INLINE,
+					    200, 200);
+	CHECK(d);
+	memset(d, 0, 200);
+	uint64_t fake = pcori_shm_hdr_word(4096 + 32, PCORI_SHM_REC_INLINE, 8);
+	memcpy(d + 32 - 8, &fake, 8);
+	pcori_shm_ring_commit(&t.r, &pr);
+	CHECK(pcori_shm_ring_next(&t.r, 0, &rec, &next) == 1 && next == 256);
+	pcori_shm_ring_consumed(&t.r, 0, 256);
+	CHECK(pcori_shm_ring_next(&t.r, 4096 + 32, &rec, &next) == 1);
+	pr.tail = pr.head = 4096;
+	atomic_store(&t.head, 4096);
+	CHECK(put(&t, &pr, 8, 2));
+	CHECK(pcori_shm_ring_next(&t.r, 4096, &rec, &next) == 1 &&
+	      next == 4096 + 32);
+	CHECK(pcori_shm_ring_next(&t.r, 4096 + 32, &rec, &next) == 0);
+	free(t.mem);
+}
+
 /* Garbage written by a peer is refused, never followed. */
 static void test_ring_malformed(void)
 {
@@ -222,6 +308,31 @@ static void test_ring_malformed(void)
 		 pcori_shm_hdr_word(4096 - 64, PCORI_SHM_REC_WRAP, 64));
 	CHECK(pcori_shm_ring_next(&t.r, 4096 - 64, &rec, &next) == 1);
 	CHECK(rec.kind == PCORI_SHM_REC_WRAP && next == 4096);
+
+	/* A PAD anywhere but a line's middle, or of more than a slot. */
+	set_word(&t, 64, pcori_shm_hdr_word(64, PCORI_SHM_REC_PAD, 32));
+	CHECK(pcori_shm_ring_next(&t.r, 64, &rec, &next) == -1);
+	set_word(&t, 96, pcori_shm_hdr_word(96, PCORI_SHM_REC_PAD, 64));
+	CHECK(pcori_shm_ring_next(&t.r, 96, &rec, &next) == -1);
+	set_word(&t, 96, pcori_shm_hdr_word(96, PCORI_SHM_REC_PAD, 32));
+	CHECK(pcori_shm_ring_next(&t.r, 96, &rec, &next) == 1);
+	CHECK(rec.kind == PCORI_SHM_REC_PAD && next == 128);
+	/* A record of lines in a line's middle; one of a slot is fine. */
+	set_word(&t, 96, pcori_shm_hdr_word(96, PCORI_SHM_REC_INLINE, 25));
+	CHECK(pcori_shm_ring_next(&t.r, 96, &rec, &next) == -1);
+	set_word(&t, 96, pcori_shm_hdr_word(96, PCORI_SHM_REC_INLINE, 24));
+	CHECK(pcori_shm_ring_next(&t.r, 96, &rec, &next) == 1 && next == 128);
+	/* A one-slot fast record shorter than its fields or past its slot. */
+	uint32_t fs = (uint32_t)sizeof(pcori_shm_fast_s_t);
+	set_word(&t, 96, pcori_shm_hdr_word(96, PCORI_SHM_REC_FAST_S, fs - 1));
+	CHECK(pcori_shm_ring_next(&t.r, 96, &rec, &next) == -1);
+	set_word(&t, 96, pcori_shm_hdr_word(96, PCORI_SHM_REC_FAST_S,
+					    fs + PCORI_SHM_FAST_S_MAX + 1));
+	CHECK(pcori_shm_ring_next(&t.r, 96, &rec, &next) == -1);
+	set_word(&t, 96, pcori_shm_hdr_word(96, PCORI_SHM_REC_FAST_S,
+					    fs + PCORI_SHM_FAST_S_MAX));
+	CHECK(pcori_shm_ring_next(&t.r, 96, &rec, &next) == 1 && next == 128);
+	CHECK(rec.kind == PCORI_SHM_REC_FAST_S && rec.data == t.mem + 104);
 	free(t.mem);
 }
 
@@ -229,10 +340,11 @@ static void test_ring_malformed(void)
 #define SPSC_N 50000
 static test_ring_t spsc;
 
+/* Half of them of a slot (so some lines pair two, some take a PAD). */
 static uint32_t spsc_len(uint64_t i)
 {
 	uint64_t x = i * 0x9E3779B97F4A7C15ull;
-	return (uint32_t)((x >> 40) % 300);
+	return (uint32_t)((x >> 40) % (x >> 63 ? 300 : 25));
 }
 
 static void *spsc_producer(void *arg)
@@ -266,7 +378,8 @@ static void test_ring_threads(void)
 			pcori_cpu_relax();
 			continue;
 		}
-		if (rec.kind != PCORI_SHM_REC_WRAP) {
+		if (rec.kind != PCORI_SHM_REC_WRAP &&
+		    rec.kind != PCORI_SHM_REC_PAD) {
 			CHECK(rec.len == spsc_len(got));
 			CHECK_PATTERN(rec.data, rec.len, got);
 			pcori_shm_ring_consumed(&spsc.r, head, next);
@@ -502,6 +615,7 @@ int main(void)
 	test_layout();
 	test_ring_basic();
 	test_ring_stale();
+	test_ring_slots();
 	test_ring_malformed();
 	test_ring_threads();
 	test_pool();
