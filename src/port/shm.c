@@ -597,8 +597,11 @@ static int fast_put(shm_port_t *p, shm_peer_t *d, const pcori_fast_hdr_t *f,
 		dst += 8;
 	}
 	pcori_copy_short(dst, payload, plen);
+	/* A slot's record (no data) has no spare end: see hop_len. */
 	PCORI_HOP_STAMP((uint8_t *)rec - PCORI_SHM_REC_HDR,
-			PCORI_SHM_REC_HDR + len);
+			pcori_shm_rec_size(len) > PCORI_SHM_SLOT
+				? PCORI_SHM_REC_HDR + len
+				: PCORI_SHM_LINE);
 	ring_end(d);
 	PCORI_HOP(PCORI_HOP_COMMIT);
 	return PCOR_OK;

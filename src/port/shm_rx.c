@@ -225,14 +225,15 @@ static void rslot_broken(shm_port_t *p, uint32_t s, const char *why)
 }
 
 /*
- * The length a hop probe is told a fast record has: a slot's leaves no
- * spare end in its line for the sender's stamp (it may be the next
- * slot's).
+ * The length a hop probe is told a fast record has: a slot's (FAST_S,
+ * or FAST without data) leaves no spare end in its line for the
+ * sender's stamp (it may be the next slot's).
  */
 static inline size_t hop_len(const pcori_shm_rec_t *rec)
 {
-	return rec->kind == PCORI_SHM_REC_FAST_S ? PCORI_SHM_LINE
-						 : PCORI_SHM_REC_HDR + rec->len;
+	return pcori_shm_rec_size(rec->len) > PCORI_SHM_SLOT
+		       ? PCORI_SHM_REC_HDR + rec->len
+		       : PCORI_SHM_LINE;
 }
 
 /* The record at the ring's head was refused for now: retry later. */
@@ -450,14 +451,18 @@ static bool take_watched(shm_port_t *p, uint32_t s,
 		size = PCORI_SHM_SLOT;
 	} else if (kind == PCORI_SHM_REC_FAST &&
 		   len >= sizeof(pcori_shm_fast_t) &&
-		   len <= PCORI_SHM_LINE - PCORI_SHM_REC_HDR &&
-		   !(head & (PCORI_SHM_LINE - 1))) {
-		PCORI_HOP_SEEN_REC(at, PCORI_SHM_REC_HDR + len);
+		   len <= PCORI_SHM_LINE - PCORI_SHM_REC_HDR) {
+		/* A slot with no data, else a line, which starts on one. */
+		size = pcori_shm_rec_size(len);
+		if (size > PCORI_SHM_SLOT && (head & (PCORI_SHM_LINE - 1)))
+			return false;
+		PCORI_HOP_SEEN_REC(at, size > PCORI_SHM_SLOT
+					       ? PCORI_SHM_REC_HDR + len
+					       : PCORI_SHM_LINE);
 		/* Read once, into our own: the peer may rewrite the record. */
 		memcpy(&f, data, sizeof(pcori_shm_fast_t));
 		f.cookie = 0;
 		off = sizeof(pcori_shm_fast_t);
-		size = PCORI_SHM_LINE;
 	} else {
 		return false;
 	}

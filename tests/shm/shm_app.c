@@ -1203,6 +1203,63 @@ static int run_idle(void)
 	return 0;
 }
 
+/*
+ * Records of a slot and of lines mixed in one stream, each round opened
+ * by a message without data that a waiter takes in place (a one-slot
+ * record: the next one shares its line) and closed by an answer, so the
+ * opener is a lone send: order and bytes of every message.
+ */
+#define SL_ROUNDS 300
+#define SL_TAG 80 /* +0 opener, +1 burst, +2 answer */
+static const size_t sl_sizes[] = {1, 0, 8, 9, 16, 33, 100, 5000, 20000, 2,
+				  0, 1};
+
+static int run_slots(void)
+{
+	CHECK(np == 2);
+	CHECK(through_shm(1 - me));
+	enum { N = PCORI_ARRAY_LEN(sl_sizes) };
+	uint8_t *buf[N];
+	for (size_t k = 0; k < N; k++)
+		buf[k] = xmalloc(sl_sizes[k] + 1);
+	barrier(SL_TAG + 3);
+	for (int i = 0; i < SL_ROUNDS; i++) {
+		pcor_handle_t h[N], o;
+		if (me == 0) {
+			CHECK_OK(pcor_send_copy(1, 0, SL_TAG, NULL, 0, &o));
+			for (size_t k = 0; k < N; k++) {
+				th_fill(buf[k], sl_sizes[k], (uint64_t)i * N + k);
+				CHECK_OK(pcor_send_copy(1, 0, SL_TAG + 1, buf[k],
+							sl_sizes[k], &h[k]));
+			}
+			CHECK_OK(pcor_handle_test(o, PCOR_BLOCK));
+			for (size_t k = 0; k < N; k++)
+				CHECK_OK(pcor_handle_test(h[k], PCOR_BLOCK));
+			CHECK_OK(pcor_recv_copy(1, 0, SL_TAG + 2, NULL, 0, NULL,
+						&o));
+			CHECK_OK(pcor_handle_test(o, PCOR_BLOCK));
+			continue;
+		}
+		CHECK_OK(pcor_recv_copy(0, 0, SL_TAG, NULL, 0, NULL, &o));
+		CHECK_OK(pcor_handle_test(o, PCOR_BLOCK));
+		for (size_t k = 0; k < N; k++) {
+			pcor_msginfo_t info;
+			memset(buf[k], 0, sl_sizes[k] + 1);
+			CHECK_OK(pcor_recv_copy(0, 0, SL_TAG + 1, buf[k],
+						sl_sizes[k] + 1, &info, &h[k]));
+			CHECK_OK(pcor_handle_test(h[k], PCOR_BLOCK));
+			CHECK(info.size == sl_sizes[k]);
+			CHECK_PATTERN(buf[k], sl_sizes[k], (uint64_t)i * N + k);
+		}
+		CHECK_OK(pcor_send_copy(0, 0, SL_TAG + 2, NULL, 0, &o));
+		CHECK_OK(pcor_handle_test(o, PCOR_BLOCK));
+	}
+	barrier(SL_TAG + 4);
+	for (size_t k = 0; k < N; k++)
+		free(buf[k]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -1239,6 +1296,8 @@ int main(int argc, char **argv)
 		rc = run_lastwords();
 	else if (!strcmp(c, "idle"))
 		rc = run_idle();
+	else if (!strcmp(c, "slots"))
+		rc = run_slots();
 	else
 		SKIP("unknown case %s", c);
 	CHECK_OK(pcor_finalize());

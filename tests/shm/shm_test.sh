@@ -25,6 +25,8 @@
 #               process: the receive ends intact or fails
 #   lastwords   a sender stops its receiver, sends and dies by SIGKILL;
 #               resumed after the death, the receiver gets every message
+#   slots       one-slot and line records mixed in one stream, each burst
+#               opened by a message without data taken by a waiter
 # SHM_MAX (default 256m) caps the sizes cases; SHM_THREADS (250) the
 # threads per process of alltoall.
 set -u
@@ -149,6 +151,13 @@ stopcells)
 	expect_ok stopcells 3
 	grep -Eq "stopcells: (receive ended with PEER_LOST|completed, 0 bytes)" \
 		"$tmp/out" || fail "process 0 did not end its receive" ;;
+slots)
+	for mode in poll adaptive; do
+		PCOR_PROVIDERS=pcor-shm PCOR_DISPATCH=$mode \
+			run_job 0 $((120 * mult)) "$pcorrun" -n 2 --tag-output \
+			"$app" slots "$marker"
+		expect_ok slots 2
+	done ;;
 idle)
 	for mode in poll block adaptive; do
 		PCOR_PROVIDERS=pcor-shm PCOR_DISPATCH=$mode \
