@@ -445,7 +445,6 @@ static bool take_watched(shm_port_t *p, uint32_t s,
 	uint64_t size;
 	if (kind == PCORI_SHM_REC_FAST_S && len >= sizeof(pcori_shm_fast_s_t) &&
 	    len <= PCORI_SHM_SLOT - PCORI_SHM_REC_HDR) {
-		PCORI_HOP_SEEN_REC(at, PCORI_SHM_LINE); /* see hop_len */
 		fast_s_read(&f, data);
 		off = sizeof(pcori_shm_fast_s_t);
 		size = PCORI_SHM_SLOT;
@@ -456,9 +455,6 @@ static bool take_watched(shm_port_t *p, uint32_t s,
 		size = pcori_shm_rec_size(len);
 		if (size > PCORI_SHM_SLOT && (head & (PCORI_SHM_LINE - 1)))
 			return false;
-		PCORI_HOP_SEEN_REC(at, size > PCORI_SHM_SLOT
-					       ? PCORI_SHM_REC_HDR + len
-					       : PCORI_SHM_LINE);
 		/* Read once, into our own: the peer may rewrite the record. */
 		memcpy(&f, data, sizeof(pcori_shm_fast_t));
 		f.cookie = 0;
@@ -466,6 +462,9 @@ static bool take_watched(shm_port_t *p, uint32_t s,
 	} else {
 		return false;
 	}
+	/* As hop_len says. */
+	PCORI_HOP_SEEN_REC(at, size > PCORI_SHM_SLOT ? PCORI_SHM_REC_HDR + len
+						     : PCORI_SHM_LINE);
 	if (f.flags & PCORI_WF_HAS_ACK ||
 	    !pcori_port_take_fast(&p->base, d->pid, &f, data + off, len - off))
 		return false;
