@@ -151,6 +151,24 @@ static void test_ring_basic(void)
 }
 
 /*
+ * At 0 of a fresh ring, a 200-byte record of zeros but for the word at
+ * off from the record's start: lap 1's header there.
+ */
+static void put_faking(test_ring_t *t, pcori_shm_prod_t *pr, uint32_t off)
+{
+	uint64_t fake = pcori_shm_hdr_word(4096 + off, PCORI_SHM_REC_INLINE, 8);
+	uint8_t *d = pcori_shm_ring_reserve(&t->r, pr, PCORI_SHM_REC_INLINE,
+					    200, 200);
+	CHECK(d);
+	memset(d, 0, 200);
+	memcpy(d + off - PCORI_SHM_REC_HDR, &fake, 8);
+	pcori_shm_ring_commit(&t->r, pr);
+	pcori_shm_rec_t rec;
+	uint64_t next;
+	CHECK(pcori_shm_ring_next(&t->r, 0, &rec, &next) == 1 && next == 256);
+}
+
+/*
  * The bytes a record's payload leaves at the start of a line never pass
  * for a header in a later lap, once the consumer is done with the record;
  * nor, after a reset, does anything a departed producer left.
@@ -164,14 +182,7 @@ static void test_ring_stale(void)
 	pcori_shm_rec_t rec;
 	uint64_t next;
 	/* Payload whose word at the start of line 1 is lap 1's header there. */
-	uint64_t fake = pcori_shm_hdr_word(4096 + 64, PCORI_SHM_REC_INLINE, 8);
-	uint8_t *d = pcori_shm_ring_reserve(&t.r, &pr, PCORI_SHM_REC_INLINE,
-					    200, 200);
-	CHECK(d);
-	memset(d, 0, 200);
-	memcpy(d + 64 - PCORI_SHM_REC_HDR, &fake, 8);
-	pcori_shm_ring_commit(&t.r, &pr);
-	CHECK(pcori_shm_ring_next(&t.r, 0, &rec, &next) == 1 && next == 256);
+	put_faking(&t, &pr, 64);
 	/* Not yet consumed: in lap 1 it would be taken for a record. */
 	CHECK(pcori_shm_ring_next(&t.r, 4096 + 64, &rec, &next) == 1);
 	pcori_shm_ring_consumed(&t.r, 0, 256);
@@ -255,14 +266,7 @@ static void test_ring_slots(void)
 	 */
 	pcori_shm_prod_init(&pr);
 	atomic_store(&t.head, 0);
-	uint8_t *d = pcori_shm_ring_reserve(&t.r, &pr, PCORI_SHM_REC_INLINE,
-					    200, 200);
-	CHECK(d);
-	memset(d, 0, 200);
-	uint64_t fake = pcori_shm_hdr_word(4096 + 32, PCORI_SHM_REC_INLINE, 8);
-	memcpy(d + 32 - 8, &fake, 8);
-	pcori_shm_ring_commit(&t.r, &pr);
-	CHECK(pcori_shm_ring_next(&t.r, 0, &rec, &next) == 1 && next == 256);
+	put_faking(&t, &pr, 32);
 	pcori_shm_ring_consumed(&t.r, 0, 256);
 	CHECK(pcori_shm_ring_next(&t.r, 4096 + 32, &rec, &next) == 1);
 	pr.tail = pr.head = 4096;
