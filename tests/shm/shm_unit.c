@@ -193,8 +193,11 @@ static void test_ring_stale(void)
 	set_word(&t, 5 * 64, pcori_shm_hdr_word(5 * 64, PCORI_SHM_REC_INLINE,
 						 8));
 	CHECK(pcori_shm_ring_next(&t.r, 5 * 64, &rec, &next) == 1);
+	set_word(&t, 5 * 64 + 32, pcori_shm_hdr_word(5 * 64 + 32,
+						      PCORI_SHM_REC_INLINE, 8));
+	CHECK(pcori_shm_ring_next(&t.r, 5 * 64 + 32, &rec, &next) == 1);
 	pcori_shm_ring_reset(&t.r);
-	for (uint64_t at = 0; at < 4096; at += 64)
+	for (uint64_t at = 0; at < 4096; at += PCORI_SHM_SLOT)
 		CHECK(pcori_shm_ring_next(&t.r, at, &rec, &next) == 0);
 	free(t.mem);
 }
