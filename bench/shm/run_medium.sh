@@ -10,7 +10,8 @@
 #
 #   bench/shm/run_medium.sh [BUILD_DIR]
 #
-# Environment: REPS (default 10), THRESHOLDS (default "4k 8k 16k 32k 64k"),
+# Environment: REPS (default 10), SIZES (pcor_bw -m range, default
+# 1k:64k), THRESHOLDS (default "4k 8k 16k 32k 64k"),
 # STORES (default "off on"; either may be empty), BASE (another build
 # directory, say of the revision before: its default runs as "base-default"
 # in every repetition), OUT (default a scratch directory).  Writes raw.csv,
@@ -36,7 +37,7 @@ raw=$OUT/raw.csv
 pcorrun=$build/tools/pcorrun
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 pcor_knobs_unset
-BW="-m 1k:64k"
+BW="-m ${SIZES:-1k:64k}"
 echo "load: $(uptime)"
 
 MPI_OMPI=$(mpi_p2p_build openmpi "$OUT") || echo "no Open MPI: left out" >&2
