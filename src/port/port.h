@@ -219,11 +219,13 @@ struct pcori_port {
 	bool room_from_peer;
 	size_t fast_max;
 	/*
-	 * While can_read holds, a message to a peer one hop away through
-	 * this port goes by rendezvous above this size (and PCOR_EAGER_MAX):
-	 * where one copy from the sender's memory beats the channel's two.
+	 * While can_read holds, a sendDMA to a peer one hop away through
+	 * this port goes by rendezvous above this size (any send does above
+	 * PCOR_EAGER_MAX): where one copy from the sender's memory beats the
+	 * channel's two.  The port may move it as it runs (pcor-shm does,
+	 * by measurement).
 	 */
-	size_t read_above;
+	_Atomic size_t read_above;
 	pcori_dispatch_mode_t mode;
 	/* One poller at a time: dispatcher thread or a driving waiter. */
 	pcori_lock_t progress_lock;

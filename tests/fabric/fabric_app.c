@@ -425,10 +425,12 @@ static int run_order(int n)
  * checks each one's size and every byte: nothing overtakes, nothing is
  * torn.
  */
-static const size_t mixed_sizes[] = {0,     8,      31,        32,
-				     1000,  9000,   64 * KiB,  70 * KiB,
-				     8,     300 * KiB, 1,    3 * MiB};
+static const size_t mixed_sizes[] = {
+	0, 8, 31, 32, 1000, 9000, 32 * KiB, 64 * KiB, 70 * KiB,
+	8, 300 * KiB, 1, 3 * MiB,
+};
 #define MIXED_N (sizeof(mixed_sizes) / sizeof(mixed_sizes[0]))
+_Static_assert(MIXED_N % 3 != 0, "each size must meet both send kinds");
 
 static uint8_t mixed_byte(int i, size_t k)
 {
@@ -457,7 +459,11 @@ static int run_mixed(int rounds)
 		for (int i = 0; i < total; i++) {
 			size_t j = (size_t)i % MIXED_N;
 			size_t n = mixed_sizes[j];
-			/* Every third one from DMA memory, without a copy. */
+			/*
+			 * Every third one from DMA memory, without a copy:
+			 * MIXED_N is no multiple of 3, so each size goes
+			 * both ways over the rounds.
+			 */
 			uint8_t *src = i % 3 == 2 ? d + at[j] : b;
 			for (size_t k = 0; k < n; k++)
 				src[k] = mixed_byte(i, k);

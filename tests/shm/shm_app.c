@@ -221,12 +221,18 @@ static int run_sizes(size_t max, bool nocma)
 	}
 	barrier(98);
 	/*
-	 * Every message above the rendezvous threshold (PCOR_SHM_EAGER_MAX
-	 * here) took the single copy, at least one read each; or (nocma)
-	 * none did.
+	 * Every message above its rendezvous threshold took the single
+	 * copy, at least one read each; or (nocma) none did.  pid 1 receives
+	 * the copy sends (transfer's even variants), which keep to cells up
+	 * to PCOR_EAGER_MAX; pid 0 the DMA ones, read above
+	 * PCOR_SHM_EAGER_MAX (set low here in sizes-block; under auto,
+	 * sizes-adaptive, it may have moved, and only the messages above
+	 * PCOR_EAGER_MAX are sure to have been read).
 	 */
 	uint64_t reads = atomic_load(&port->st.rma_reads), read_msgs = 0;
-	size_t thr = PCORI_MIN(pcori_net.eager_max, port->read_above);
+	size_t thr = pcori_net.eager_max;
+	if (me == 0 && strcmp(pcori_rt.cfg.shm_eager_max, "auto"))
+		thr = PCORI_MIN(thr, atomic_load(&port->read_above));
 	for (size_t i = 0; i < PCORI_ARRAY_LEN(sizes_list); i++)
 		if (sizes_list[i] <= max && sizes_list[i] > thr)
 			read_msgs++;
