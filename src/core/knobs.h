@@ -146,12 +146,10 @@
 	X(SHM_CMA, shm_cma, STRING, "auto", 0, 0,                              \
 	  "pcor-shm: single-copy large messages with process_vm_readv: auto "  \
 	  "(where the kernel permits) or off (stream them through cells)")     \
-	X(SHM_EAGER_MAX, shm_eager_max, STRING, "auto", 0, 0,                  \
+	X(SHM_EAGER_MAX, shm_eager_max, SIZE, "64k", 0, 2 << 20,               \
 	  "pcor-shm with single copy on: larger sendDMA messages go by "       \
 	  "rendezvous (one copy, straight from the sender's memory) instead "  \
-	  "of cells; auto: 16k while the receiver's cache is measured far, "   \
-	  "else PCOR_EAGER_MAX; or a size up to 2m.  sendCopy keeps to cells " \
-	  "up to PCOR_EAGER_MAX")                                              \
+	  "of cells; sendCopy keeps to cells up to PCOR_EAGER_MAX")            \
 	X(SHM_NT_STORES, shm_nt_stores, STRING, "auto", 0, 0,                 \
 	  "pcor-shm: copy messages of 8 KiB or more into cells with "          \
 	  "non-temporal stores: auto (while measured cheaper), on or off")     \

@@ -49,10 +49,7 @@ static bool goes_rndv(const pcori_route_t *rt, size_t len, bool copy)
 {
 	if (len > pcori_net.eager_max)
 		return true;
-	return !copy && rt &&
-	       len > atomic_load_explicit(&rt->port->read_above,
-					  memory_order_relaxed) &&
-	       rt->hops == 1 &&
+	return !copy && rt && len > rt->port->read_above && rt->hops == 1 &&
 	       rt->port->can_read && !pcori_net.force_stream;
 }
 

@@ -222,10 +222,9 @@ struct pcori_port {
 	 * While can_read holds, a sendDMA to a peer one hop away through
 	 * this port goes by rendezvous above this size (any send does above
 	 * PCOR_EAGER_MAX): where one copy from the sender's memory beats the
-	 * channel's two.  The port may move it as it runs (pcor-shm does,
-	 * by measurement).
+	 * channel's two.
 	 */
-	_Atomic size_t read_above;
+	size_t read_above;
 	pcori_dispatch_mode_t mode;
 	/* One poller at a time: dispatcher thread or a driving waiter. */
 	pcori_lock_t progress_lock;

@@ -807,27 +807,6 @@ static int shm_insert_addr(pcori_port_t *bp, const pcori_port_info_t *peer,
 
 /* ------------------------------------------------------ life cycle */
 
-/*
- * PCOR_SHM_EAGER_MAX: auto (the threshold follows the copy gauge,
- * shm_copy.c) or a fixed size.
- */
-static void eager_init(shm_port_t *p)
-{
-	const char *knob = pcori_rt.cfg.shm_eager_max;
-	int64_t v = -1;
-	if (strcmp(knob, "auto") &&
-	    (pcori_parse_size(knob, &v) || v < 0 || v > (2 << 20))) {
-		PCORI_WARN(PCORI_SUB_DISPATCH,
-			   "PCOR_SHM_EAGER_MAX=\"%s\": use auto or a size of "
-			   "at most 2m; taken as auto",
-			   knob);
-		v = -1;
-	}
-	shmp_copy_init(&p->copy, v < 0 ? &p->base.read_above : NULL);
-	if (v >= 0)
-		atomic_store(&p->base.read_above, (size_t)v);
-}
-
 static void shm_close(pcori_port_t *bp)
 {
 	shm_port_t *p = (shm_port_t *)bp;
@@ -885,7 +864,7 @@ int pcori_port_shm_open(int index, const pcori_port_params_t *par,
 	if (!p)
 		return PCOR_ERR_NOMEM;
 	p->fd = -1;
-	eager_init(p);
+	shmp_copy_init(&p->copy);
 	p->base.ops = &shm_ops;
 	p->base.index = index;
 	p->base.par = *par;
@@ -990,6 +969,7 @@ int pcori_port_shm_open(int index, const pcori_port_params_t *par,
 	p->base.lossless = !cfg->drop_every;
 	p->base.room_from_peer = true;
 	p->base.fast_max = SIZE_MAX; /* larger ones go through cells */
+	p->base.read_above = (size_t)cfg->shm_eager_max;
 	p->base.can_read = shmp_cma_usable();
 
 	PCORI_INFO(PCORI_SUB_DISPATCH,

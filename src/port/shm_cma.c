@@ -108,7 +108,6 @@ int shmp_expose(pcori_port_t *bp, const void *buf, size_t len,
 	(void)len;
 	if (!bp->can_read)
 		return PCOR_ERR_NOSUPPORT;
-	shmp_copy_read_offered(&p->copy);
 	/* Nothing to register: the peer reads our address space. */
 	*raddr_p = (uint64_t)(uintptr_t)buf;
 	*key_p = p->key;

@@ -18,13 +18,6 @@
  * much (medians of the last SHMP_NT_SAMPLES samples of each, so an
  * interrupted sample or two change nothing).  Timing only the first bytes
  * bounds what a sample of the wrong kind costs.
- *
- * The same gauge sets where a sendDMA stops using cells
- * (PCOR_SHM_EAGER_MAX=auto).  Near, both of the cells' copies stay in the
- * shared cache and beat the single copy's system call up to 64 KiB
- * (32 KiB: 28 against 10.5 GB/s); far, the single copy moves each line
- * across once and wins from 32 KiB (24.8 against 16.3 GB/s), so the port
- * reads above 16 KiB while non-temporal stores are chosen.
  */
 #include "shm_port.h"
 
@@ -49,7 +42,7 @@
  */
 #define NT_GAIN_X2   5
 
-void shmp_copy_init(shm_copy_t *c, _Atomic size_t *read_above)
+void shmp_copy_init(shm_copy_t *c)
 {
 	const char *knob = pcori_rt.cfg.shm_nt_stores;
 	c->force = -1;
@@ -64,11 +57,6 @@ void shmp_copy_init(shm_copy_t *c, _Atomic size_t *read_above)
 			   knob);
 	if (!HAVE_NT)
 		c->force = 0;
-	/* Near until measured far; with the kind forced, never measured. */
-	if (read_above)
-		atomic_store_explicit(read_above, SIZE_MAX,
-				      memory_order_relaxed);
-	c->read_above = c->force < 0 ? read_above : NULL;
 }
 
 #if HAVE_NT
@@ -167,7 +155,8 @@ static bool sampled(shm_copy_t *c, bool nt)
 	       SHMP_NT_SAMPLES;
 }
 
-void shmp_copy_note(shm_copy_t *c, bool nt, uint64_t ticks)
+/* A timed sample of one kind: keep it, and choose again. */
+static void note(shm_copy_t *c, bool nt, uint64_t ticks)
 {
 	/* Racing copies may overwrite each other's samples: no matter. */
 	uint32_t i = atomic_fetch_add_explicit(&c->nticks[nt], 1,
@@ -177,34 +166,10 @@ void shmp_copy_note(shm_copy_t *c, bool nt, uint64_t ticks)
 			      memory_order_relaxed);
 	if (!sampled(c, false) || !sampled(c, true))
 		return;
-	bool far = 2 * (uint64_t)median(c->ticks[0]) >
-		   NT_GAIN_X2 * (uint64_t)median(c->ticks[1]);
-	atomic_store_explicit(&c->nt, far, memory_order_relaxed);
-	if (c->read_above)
-		atomic_store_explicit(c->read_above,
-				      far ? SHMP_FAR_READ_ABOVE : SIZE_MAX,
-				      memory_order_relaxed);
-}
-
-/*
- * While the threshold is low, medium sendDMAs skip the cells and their
- * copies are no longer timed: a placement that turned near would go
- * unseen.  Every SHMP_PROBE_EVERY-th read offered puts the threshold back
- * up until the next sample decides again (within SAMPLE_EVERY / 2 copies
- * into cells), a few percent of the medium messages sent by the slower
- * way while far.
- */
-void shmp_copy_read_offered(shm_copy_t *c)
-{
-	if (!c->read_above ||
-	    atomic_load_explicit(c->read_above, memory_order_relaxed) ==
-		SIZE_MAX)
-		return;
-	uint32_t k = atomic_fetch_add_explicit(&c->nreads, 1,
-					       memory_order_relaxed) + 1;
-	if (k % SHMP_PROBE_EVERY == 0)
-		atomic_store_explicit(c->read_above, SIZE_MAX,
-				      memory_order_relaxed);
+	atomic_store_explicit(&c->nt,
+			      2 * (uint64_t)median(c->ticks[0]) >
+				  NT_GAIN_X2 * (uint64_t)median(c->ticks[1]),
+			      memory_order_relaxed);
 }
 
 /*
@@ -245,7 +210,7 @@ void shmp_copy(shm_copy_t *c, const shm_copy_plan_t *pl, uint8_t *dst,
 		/* The first bytes, of the kind sampled, timed. */
 		uint64_t t0 = ticks_now();
 		gather(dst, iov, niov, 0, SAMPLE_BYTES, pl->sample);
-		shmp_copy_note(c, pl->sample, ticks_now() - t0);
+		note(c, pl->sample, ticks_now() - t0);
 		from = SAMPLE_BYTES;
 	}
 	gather(dst, iov, niov, from, len, pl->nt);

@@ -104,23 +104,7 @@ typedef struct shm_copy {
 	_Atomic uint32_t nticks[2];
 	/* Copies of SHMP_NT_MIN bytes or more; of those non-temporal. */
 	_Atomic uint64_t n, n_nt;
-	/*
-	 * PCOR_SHM_EAGER_MAX=auto: the port's read_above, which follows nt
-	 * (shm_copy.c), else NULL; and the single-copy reads counted while
-	 * it is low, so that every SHMP_PROBE_EVERY-th lets cells be timed
-	 * again.
-	 */
-	_Atomic size_t *read_above;
-	_Atomic uint32_t nreads;
 } shm_copy_t;
-
-/*
- * PCOR_SHM_EAGER_MAX=auto: while the receiver's cache is far (non-temporal
- * stores chosen) a sendDMA above SHMP_FAR_READ_ABOVE goes by single copy;
- * while near, cells carry it up to PCOR_EAGER_MAX (docs/BENCHMARKS.md).
- */
-#define SHMP_FAR_READ_ABOVE (16u << 10)
-#define SHMP_PROBE_EVERY    1024
 
 /* How one copy is made: chosen before its cells are taken. */
 typedef struct shm_copy_plan {
@@ -217,13 +201,7 @@ int shmp_expose(pcori_port_t *bp, const void *buf, size_t len,
 void shmp_unexpose(pcori_port_t *bp, void *reg);
 
 /* shm_copy.c: the copy into cells */
-/* read_above: the port's, to follow the gauge (auto), or NULL (fixed). */
-void shmp_copy_init(shm_copy_t *c, _Atomic size_t *read_above);
-/* A timed sample of one kind (nt: non-temporal stores): keep it, and
- * choose again. */
-void shmp_copy_note(shm_copy_t *c, bool nt, uint64_t ticks);
-/* A single-copy read was offered (the sender's side). */
-void shmp_copy_read_offered(shm_copy_t *c);
+void shmp_copy_init(shm_copy_t *c);
 /* The plan for the next copy of len bytes. */
 shm_copy_plan_t shmp_copy_plan(shm_copy_t *c, size_t len);
 /*

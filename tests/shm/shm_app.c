@@ -225,14 +225,11 @@ static int run_sizes(size_t max, bool nocma)
 	 * copy, at least one read each; or (nocma) none did.  pid 1 receives
 	 * the copy sends (transfer's even variants), which keep to cells up
 	 * to PCOR_EAGER_MAX; pid 0 the DMA ones, read above
-	 * PCOR_SHM_EAGER_MAX (set low here in sizes-block; under auto,
-	 * sizes-adaptive, it may have moved, and only the messages above
-	 * PCOR_EAGER_MAX are sure to have been read).
+	 * PCOR_SHM_EAGER_MAX (set low here in sizes-block).
 	 */
 	uint64_t reads = atomic_load(&port->st.rma_reads), read_msgs = 0;
-	size_t thr = pcori_net.eager_max;
-	if (me == 0 && strcmp(pcori_rt.cfg.shm_eager_max, "auto"))
-		thr = PCORI_MIN(thr, atomic_load(&port->read_above));
+	size_t thr = me == 1 ? pcori_net.eager_max
+			     : PCORI_MIN(pcori_net.eager_max, port->read_above);
 	for (size_t i = 0; i < PCORI_ARRAY_LEN(sizes_list); i++)
 		if (sizes_list[i] <= max && sizes_list[i] > thr)
 			read_msgs++;

@@ -7,8 +7,7 @@
 #
 #   sizes-poll, sizes-block, sizes-adaptive   0 B .. 256 MiB, both ways
 #               (sizes-block with PCOR_SHM_EAGER_MAX=4k: medium messages
-#               by single copy too; sizes-adaptive with auto, where the
-#               threshold follows the copy gauge)
+#               by single copy too)
 #   nocma       the same with single copy disabled (PCOR_SHM_CMA=off)
 #   alltoall    4 processes x 250 threads, all to all
 #   flood       100000 messages to a receiver that waits first
@@ -96,7 +95,6 @@ case $case_ in
 sizes-poll|sizes-block|sizes-adaptive)
 	eager=64k
 	[ "$case_" = sizes-block ] && eager=4k
-	[ "$case_" = sizes-adaptive ] && eager=auto
 	PCOR_PROVIDERS=pcor-shm PCOR_DISPATCH=${case_#sizes-} \
 		PCOR_SHM_EAGER_MAX=$eager run_job 0 $((600 * mult)) "$pcorrun" -n 2 --tag-output \
 		"$app" sizes "$max" "$marker"

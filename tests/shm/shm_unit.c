@@ -1,10 +1,9 @@
 /*
  * shm_unit -- the pcor-shm data structures alone: segment layout, the SPSC
- * ring (one thread, two threads, malformed contents), the cell pool and
- * the copy gauge's choice of the single-copy threshold.
+ * ring (one thread, two threads, malformed contents) and the cell pool.
  */
 #include "harness.h"
-#include "port/shm_port.h"
+#include "port/shm.h"
 
 #include <pthread.h>
 
@@ -618,77 +617,6 @@ static void test_lost(void)
 		(void)pcori_shm_lost_since(&h, b, me);
 }
 
-static void gauge_feed(shm_copy_t *c, uint32_t ordinary, uint32_t nt, int n)
-{
-	for (int i = 0; i < n; i++) {
-		shmp_copy_note(c, false, ordinary);
-		shmp_copy_note(c, true, nt);
-	}
-}
-
-/*
- * PCOR_SHM_EAGER_MAX=auto: the threshold follows what the timed samples
- * say of the receiver's cache, a probe lets a far verdict be looked at
- * again, and a forced copy kind or a fixed knob leaves it alone.
- */
-static void test_gauge_threshold(void)
-{
-	static shm_copy_t c;
-	_Atomic size_t above = 1;
-	strcpy(pcori_rt.cfg.shm_nt_stores, "auto");
-	shmp_copy_init(&c, &above);
-	CHECK(atomic_load(&above) == SIZE_MAX);
-	/* Too few samples to choose: still near. */
-	gauge_feed(&c, 1000, 100, SHMP_NT_SAMPLES - 1);
-	CHECK(atomic_load(&above) == SIZE_MAX);
-	gauge_feed(&c, 1000, 100, 1); /* 10x: far */
-	CHECK(atomic_load(&c.nt));
-	CHECK(atomic_load(&above) == SHMP_FAR_READ_ABOVE);
-	/* The probe: every SHMP_PROBE_EVERY-th read offered, near again... */
-	for (int i = 0; i < SHMP_PROBE_EVERY - 1; i++)
-		shmp_copy_read_offered(&c);
-	CHECK(atomic_load(&above) == SHMP_FAR_READ_ABOVE);
-	shmp_copy_read_offered(&c);
-	CHECK(atomic_load(&above) == SIZE_MAX);
-	/* ...until the next sample, which still says far. */
-	shmp_copy_note(&c, false, 1000);
-	CHECK(atomic_load(&above) == SHMP_FAR_READ_ABOVE);
-	/* Ordinary stores turn cheap (1.5x): near once they are the median. */
-	gauge_feed(&c, 150, 100, SHMP_NT_SAMPLES / 2);
-	CHECK(atomic_load(&above) == SHMP_FAR_READ_ABOVE);
-	gauge_feed(&c, 150, 100, 1);
-	CHECK(!atomic_load(&c.nt));
-	CHECK(atomic_load(&above) == SIZE_MAX);
-	/* Near: reads are not counted towards a probe. */
-	uint32_t n = atomic_load(&c.nreads);
-	shmp_copy_read_offered(&c);
-	CHECK(atomic_load(&c.nreads) == n);
-	/* 2.4x stays near, 2.6x is far: the switch sits at 2.5. */
-	gauge_feed(&c, 240, 100, SHMP_NT_SAMPLES);
-	CHECK(atomic_load(&above) == SIZE_MAX);
-	gauge_feed(&c, 260, 100, SHMP_NT_SAMPLES);
-	CHECK(atomic_load(&above) == SHMP_FAR_READ_ABOVE);
-
-	/* A forced kind is never measured: the threshold stays near. */
-	static shm_copy_t f;
-	strcpy(pcori_rt.cfg.shm_nt_stores, "off");
-	shmp_copy_init(&f, &above);
-	CHECK(atomic_load(&above) == SIZE_MAX);
-	gauge_feed(&f, 1000, 100, SHMP_NT_SAMPLES);
-	for (int i = 0; i < 2 * SHMP_PROBE_EVERY; i++)
-		shmp_copy_read_offered(&f);
-	CHECK(atomic_load(&above) == SIZE_MAX);
-	/* A fixed knob: the gauge runs and leaves the threshold be. */
-	static shm_copy_t x;
-	strcpy(pcori_rt.cfg.shm_nt_stores, "auto");
-	atomic_store(&above, 4096);
-	shmp_copy_init(&x, NULL);
-	gauge_feed(&x, 1000, 100, SHMP_NT_SAMPLES);
-	CHECK(atomic_load(&x.nt));
-	shmp_copy_read_offered(&x);
-	CHECK(atomic_load(&above) == 4096);
-}
-
 int main(void)
 {
 	test_layout();
@@ -700,7 +628,6 @@ int main(void)
 	test_pool();
 	test_pool_model();
 	test_lost();
-	test_gauge_threshold();
 	printf("shm_unit: ok\n");
 	return 0;
 }
