@@ -19,8 +19,9 @@
  *    one producer process, one consumer process.  The producer threads of
  *    one process serialise on the destination's tx_lock (process-private);
  *    nothing in shared memory is ever locked.
- *  - Sizes.  A message (pcor header included) of up to an eighth of a ring
- *    goes inline in the ring; a larger one is copied into a run of
+ *  - Sizes.  A message (pcor header included) of up to a quarter of a ring
+ *    goes inline in the ring (past an eighth, while it finds room); a
+ *    larger one, or one that found none, is copied into a run of
  *    consecutive cells of the sender's pool and announced by a ring record
  *    (indirection).  The receiver hands it to the protocol in place and
  *    marks the run DONE; the sender sweeps (mark-and-sweep).  Rendezvous
@@ -540,14 +541,17 @@ static PCORI_ALWAYS_INLINE void ring_end(shm_peer_t *d)
 	pcori_unlock(&d->tx_lock);
 }
 
-/* Copy len bytes from iov into one record of kind in d's ring. */
+/*
+ * Copy len bytes from iov into one record of kind in d's ring (PCOR_ERR_AGAIN
+ * uncounted: the caller may take the cells instead).
+ */
 static int ring_put(shm_port_t *p, shm_peer_t *d, uint32_t kind,
 		    const struct iovec *iov, size_t niov, size_t len)
 {
 	int rc;
 	uint8_t *dst = ring_begin(d, kind, len, len, false, &rc);
 	if (!dst)
-		return rc == PCOR_ERR_AGAIN ? again(p) : rc;
+		return rc;
 	shm_copy_plan_t pl = shmp_copy_plan(&p->copy, len);
 	shmp_copy(&p->copy, &pl, dst, iov, niov, len);
 	ring_end(d);
@@ -577,13 +581,13 @@ _Static_assert(offsetof(pcori_shm_fast_t, flags) ==
  * field, a short payload by words.
  */
 static int fast_put(shm_port_t *p, shm_peer_t *d, const pcori_fast_hdr_t *f,
-		    bool ack, const void *payload, size_t plen)
+		    bool ack, const void *payload, size_t plen, bool fallback)
 {
 	int rc;
 	size_t len = sizeof(pcori_shm_fast_t) + (ack ? 8 : 0) + plen;
 	uint8_t *dst = ring_begin(d, PCORI_SHM_REC_FAST, len, len, true, &rc);
 	if (!dst)
-		return rc == PCOR_ERR_AGAIN ? again(p) : rc;
+		return rc == PCOR_ERR_AGAIN && !fallback ? again(p) : rc;
 	pcori_shm_fast_t *rec = (pcori_shm_fast_t *)(void *)dst;
 	rec->src_thid = (uint32_t)FIELD(f->src_thid);
 	rec->dst_thid = (uint32_t)FIELD(f->dst_thid);
@@ -699,8 +703,11 @@ static int shm_post(shm_port_t *p, shm_peer_t *d, const struct iovec *iov,
 	size_t len = 0;
 	for (size_t i = 0; i < niov; i++)
 		len += iov[i].iov_len;
-	if (len <= p->inline_max)
-		return ring_put(p, d, PCORI_SHM_REC_INLINE, iov, niov, len);
+	if (len <= p->inline_max) {
+		int rc = ring_put(p, d, PCORI_SHM_REC_INLINE, iov, niov, len);
+		if (rc != PCOR_ERR_AGAIN || len <= p->inline_sure)
+			return rc == PCOR_ERR_AGAIN ? again(p) : rc;
+	}
 	return cells_put(p, d, PCORI_SHM_REC_CELLS, iov, niov, len, false);
 }
 
@@ -731,7 +738,8 @@ static int shm_inject(pcori_port_t *bp, uint64_t dest, const void *buf,
 
 /*
  * A fast-path message: one compact record, in a slot or a line of the
- * ring when it fits, else in cells.  Either way the copy is made before
+ * ring when it fits (past pcori_shm_inline_sure, unless the receiver
+ * stops freeing room), else in cells.  Either way the copy is made before
  * returning.
  */
 static int shm_inject_fast(pcori_port_t *bp, uint64_t dest, int dst_pid,
@@ -745,13 +753,24 @@ static int shm_inject_fast(pcori_port_t *bp, uint64_t dest, int dst_pid,
 		return fast_put_slot(p, d, f, payload, plen);
 	bool ack = f->flags & PCORI_WF_HAS_ACK;
 	size_t len = sizeof(pcori_shm_fast_t) + (ack ? 8 : 0) + plen;
-	if (PCORI_LIKELY(len <= p->inline_max))
-		return fast_put(p, d, f, ack, payload, plen);
+	if (PCORI_LIKELY(len <= p->inline_sure))
+		return fast_put(p, d, f, ack, payload, plen, false);
+	bool wait = true;
+	if (len <= p->inline_max) {
+		int rc = fast_put(p, d, f, ack, payload, plen, true);
+		if (rc != PCOR_ERR_AGAIN)
+			return rc;
+		/*
+		 * The receiver stopped freeing room (room_wait): the cells hold
+		 * more such messages, and their record waits no longer.
+		 */
+		wait = false;
+	}
 	const struct iovec iov[3] = {
 	    {(void *)f, sizeof(pcori_shm_fast_t)},
 	    {(void *)&f->cookie, ack ? 8 : 0},
 	    {(void *)payload, plen}};
-	return cells_put(p, d, PCORI_SHM_REC_FAST_CELLS, iov, 3, len, true);
+	return cells_put(p, d, PCORI_SHM_REC_FAST_CELLS, iov, 3, len, wait);
 }
 
 /* Live receivers that have not consumed all we wrote to them. */
@@ -890,6 +909,7 @@ int pcori_port_shm_open(int index, const pcori_port_params_t *par,
 		goto err;
 	p->g = g;
 	p->inline_max = pcori_shm_inline_max(g.ring_size);
+	p->inline_sure = pcori_shm_inline_sure(g.ring_size);
 
 	char name[64];
 	snprintf(name, sizeof(name), "pcor-shm-%08x-%d",

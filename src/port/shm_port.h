@@ -128,7 +128,7 @@ struct shm_port {
 	uint8_t *rings, *cells;
 	shm_rslot_t *rslots;
 	uint64_t nonce, key;
-	uint32_t inline_max;
+	uint32_t inline_max, inline_sure; /* pcori_shm_inline_max, _sure */
 	bool fenced; /* our segment's `fenced`: sleepers skip membarrier */
 	/* The send cell pool. */
 	pcori_lock_t pool_lock; /* guards pool */

@@ -339,9 +339,11 @@ static bool fl_posted, fl_go;
 static size_t flood_size(int i)
 {
 	/*
-	 * A cell message now and then: above a ring's inline size, below
-	 * PCOR_SHM_EAGER_MAX (a rendezvous would hold its sender's budget
-	 * until this receiver, which waits on purpose, takes it).
+	 * Now and then a message past an eighth of the ring: inline while it
+	 * finds room there, else through cells (the ring fills first here);
+	 * below PCOR_SHM_EAGER_MAX (a rendezvous would hold its sender's
+	 * budget until this receiver, which waits on purpose, takes it).
+	 * The receiver checks them all, in order.
 	 */
 	return i % 50 == 49 ? 6000 : 16;
 }
