@@ -20,8 +20,8 @@
  *    one process serialise on the destination's tx_lock (process-private);
  *    nothing in shared memory is ever locked.
  *  - Sizes.  A message (pcor header included) of up to a quarter of a ring
- *    goes inline in the ring (past an eighth, while it finds room); a
- *    larger one, or one that found none, is copied into a run of
+ *    and a line goes inline in the ring (past an eighth, while it finds
+ *    room); a larger one, or one that found none, is copied into a run of
  *    consecutive cells of the sender's pool and announced by a ring record
  *    (indirection).  The receiver hands it to the protocol in place and
  *    marks the run DONE; the sender sweeps (mark-and-sweep).  Rendezvous

@@ -228,16 +228,17 @@ static inline uint64_t pcori_shm_rec_size(uint64_t plen)
 
 /*
  * Largest payload of an INLINE record in a ring of ring_size: a quarter
- * of the ring.  Past an eighth (pcori_shm_inline_sure) a record that
- * finds no room goes through the cells instead (after waiting while the
- * receiver frees room, for a fast message), so a ring that is not being
- * read still takes many messages, one line each.  4 KiB
- * messages, which the eighth sent through cells at 7-9 GB/s in most runs,
- * stream inline at 20-24 GB/s (docs/BENCHMARKS.md).
+ * of the ring and a line for the message's header, so that a fast message
+ * of 8 KiB fits a 32 KiB ring.  Past an eighth (pcori_shm_inline_sure) a
+ * record that finds no room goes through the cells instead (after waiting
+ * while the receiver frees room, for a fast message), so a ring that is
+ * not being read still takes many messages, one line each.  4 and 8 KiB
+ * messages, which the eighth sent through cells at 7-12 GB/s in most
+ * runs, stream inline at 20-27 GB/s (docs/BENCHMARKS.md).
  */
 static inline uint32_t pcori_shm_inline_max(uint32_t ring_size)
 {
-	return ring_size / 4 - PCORI_SHM_REC_HDR;
+	return ring_size / 4 + PCORI_SHM_LINE - PCORI_SHM_REC_HDR;
 }
 
 static inline uint32_t pcori_shm_inline_sure(uint32_t ring_size)

@@ -80,7 +80,7 @@ static void test_ring_basic(void)
 	uint64_t head = 0;
 	pcori_shm_rec_t rec;
 	uint64_t next;
-	CHECK(pcori_shm_inline_max(4096) == 1024 - 8);
+	CHECK(pcori_shm_inline_max(4096) == 1024 + 64 - 8);
 	CHECK(pcori_shm_inline_sure(4096) == 512 - 8);
 	/* The garbage is no record. */
 	CHECK(!pcori_shm_ring_ready(&t.r, 0));
