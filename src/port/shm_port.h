@@ -1,8 +1,9 @@
 /*
  * shm_port.h -- the pcor-shm port's own objects, shared by its files:
- * shm.c (segment, peers, sends, life cycle), shm_rx.c (receive slots,
- * draining rings, progress and sleeping in the port), shm_cma.c (single
- * copy) and shm_copy.c (the copy into cells).
+ * shm.c (segment, sends, life cycle), shm_peer.c (peers: addresses,
+ * mapping, slots, loss), shm_rx.c (receive slots, draining rings,
+ * progress and sleeping in the port), shm_cma.c (single copy) and
+ * shm_copy.c (the copy into cells).
  * The lock order is in shm.c's design notes.
  */
 #ifndef PCOR_PORT_SHM_PORT_H
@@ -221,13 +222,22 @@ void shmp_copy(shm_copy_t *c, const shm_copy_plan_t *pl, uint8_t *dst,
 
 /* shm.c */
 int shmp_cq_drain(shm_port_t *p);
+
+/* shm_peer.c: peers */
 bool shmp_peer_dead(const void *owner);
 bool shmp_cells_free(const void *owner);
+/* This host's and user's network name, for the port's info. */
+void shmp_network_of(char *out, size_t len);
+int shmp_addr_parse(const pcori_port_info_t *info, shm_addr_t *a);
 /* Under peers_lock. */
 shm_peer_t *shmp_peer_find(shm_port_t *p, int pid);
 shm_peer_t *shmp_peer_new(shm_port_t *p, int pid);
 int shmp_peer_get(shm_port_t *p, const shm_addr_t *a, shm_peer_t **d_p);
 int shmp_peer_lookup(shm_port_t *p, int pid, shm_addr_t *a);
+/* Claim a receive slot for us in d's segment.  d->tx_lock held. */
+int shmp_peer_claim(shm_port_t *p, shm_peer_t *d);
+/* pcori_port_ops_t.peer_gone */
+void shmp_peer_gone(pcori_port_t *bp, int pid, bool failed);
 
 /* shm_rx.c (progress: the port's progress lock held) */
 void shmp_rslot_reset(shm_port_t *p, uint32_t s);
