@@ -65,6 +65,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -121,6 +122,55 @@ int shmp_cq_drain(shm_port_t *p)
 	atomic_fetch_sub_explicit(&p->cq_used, (uint32_t)n,
 				  memory_order_relaxed);
 	return (int)n;
+}
+
+/* ------------------------------------------------------ peers that leave */
+
+/*
+ * A peer that leaves has usually written its last words (acks, the end
+ * of a message) into our ring before the directory tells us, and the
+ * protocol fails the peer as soon as peer_gone returns.  So see the
+ * peer released -- its ring drained -- before returning: by the
+ * dispatcher, woken for it, or by this thread.  Bounded: whoever holds
+ * the progress lock may be waiting for this very thread (a directory
+ * lookup); then the last words may be lost, as with any fabric.
+ */
+static void release_before_loss(shm_port_t *p, shm_peer_t *d)
+{
+	uint64_t end = pcori_now_ns() + 50000000;
+	while (!atomic_load_explicit(&d->released, memory_order_acquire) &&
+	       pcori_now_ns() < end) {
+		if (pcori_trylock(&p->base.progress_lock)) {
+			shmp_release_dead(p);
+			pcori_unlock(&p->base.progress_lock);
+		} else {
+			sched_yield();
+		}
+	}
+}
+
+/* pcori_port_ops_t.peer_gone: note the death; progress releases. */
+static void shm_peer_gone(pcori_port_t *bp, int pid, bool failed)
+{
+	shm_port_t *p = (shm_port_t *)bp;
+	pcori_lock(&p->peers_lock);
+	/* Made if unknown, so a slot it claimed here is reset too. */
+	shm_peer_t *d = shmp_peer_find(p, pid);
+	if (!d)
+		d = shmp_peer_new(p, pid);
+	/*
+	 * Before the protocol lets go of what we exposed to it: a process
+	 * declared failed may still run and read our memory, and must learn
+	 * after its read that it lost the race.
+	 */
+	if (failed)
+		pcori_shm_lost_note(p->hdr, pid);
+	if (d && !atomic_exchange(&d->dead, true))
+		atomic_fetch_add(&p->ndead, 1);
+	pcori_unlock(&p->peers_lock);
+	bp->ops->signal(bp);
+	if (d)
+		release_before_loss(p, d);
 }
 
 /* ------------------------------------------------------------ sends */
@@ -565,7 +615,7 @@ static const pcori_port_ops_t shm_ops = {
     .signal = shmp_signal,
     .wait = shmp_wait,
     .unsettled = shm_unsettled,
-    .peer_gone = shmp_peer_gone,
+    .peer_gone = shm_peer_gone,
     .close = shm_close,
 };
 

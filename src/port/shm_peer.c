@@ -1,15 +1,14 @@
 /*
  * shm_peer.c -- the pcor-shm port's peers: their addresses, the mapping
- * of their segments, the receive slot claimed in each, and what happens
- * when one leaves (the directory's word; progress then releases it, see
- * shm.c).  Called by shm.c and shm_rx.c; calls nothing of shm.c.
+ * of their segments, the receive slot claimed in each, and whether the
+ * cells given to one that left may be reused.  Called by shm.c and
+ * shm_rx.c; calls only single copy (shm_cma.c), to probe a new peer.
  */
 #include "shm_port.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -268,51 +267,4 @@ int shmp_peer_claim(shm_port_t *p, shm_peer_t *d)
 		   "PCOR_SHM_PEERS",
 		   d->pid, d->g.nslots);
 	return PCOR_ERR_NOMEM;
-}
-
-/*
- * A peer that leaves has usually written its last words (acks, the end
- * of a message) into our ring before the directory tells us, and the
- * protocol fails the peer as soon as peer_gone returns.  So see the
- * peer released -- its ring drained -- before returning: by the
- * dispatcher, woken for it, or by this thread.  Bounded: whoever holds
- * the progress lock may be waiting for this very thread (a directory
- * lookup); then the last words may be lost, as with any fabric.
- */
-static void release_before_loss(shm_port_t *p, shm_peer_t *d)
-{
-	uint64_t end = pcori_now_ns() + 50000000;
-	while (!atomic_load_explicit(&d->released, memory_order_acquire) &&
-	       pcori_now_ns() < end) {
-		if (pcori_trylock(&p->base.progress_lock)) {
-			shmp_release_dead(p);
-			pcori_unlock(&p->base.progress_lock);
-		} else {
-			sched_yield();
-		}
-	}
-}
-
-/* pcori_port_ops_t.peer_gone: note the death; progress releases. */
-void shmp_peer_gone(pcori_port_t *bp, int pid, bool failed)
-{
-	shm_port_t *p = (shm_port_t *)bp;
-	pcori_lock(&p->peers_lock);
-	/* Made if unknown, so a slot it claimed here is reset too. */
-	shm_peer_t *d = shmp_peer_find(p, pid);
-	if (!d)
-		d = shmp_peer_new(p, pid);
-	/*
-	 * Before the protocol lets go of what we exposed to it: a process
-	 * declared failed may still run and read our memory, and must learn
-	 * after its read that it lost the race.
-	 */
-	if (failed)
-		pcori_shm_lost_note(p->hdr, pid);
-	if (d && !atomic_exchange(&d->dead, true))
-		atomic_fetch_add(&p->ndead, 1);
-	pcori_unlock(&p->peers_lock);
-	bp->ops->signal(bp);
-	if (d)
-		release_before_loss(p, d);
 }

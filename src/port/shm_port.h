@@ -1,7 +1,7 @@
 /*
  * shm_port.h -- the pcor-shm port's own objects, shared by its files:
- * shm.c (segment, sends, life cycle), shm_peer.c (peers: addresses,
- * mapping, slots, loss), shm_rx.c (receive slots, draining rings,
+ * shm.c (segment, sends, peer loss, life cycle), shm_peer.c (peers:
+ * addresses, mapping, slots), shm_rx.c (receive slots, draining rings,
  * progress and sleeping in the port), shm_cma.c (single copy) and
  * shm_copy.c (the copy into cells).
  * The lock order is in shm.c's design notes.
@@ -236,8 +236,6 @@ int shmp_peer_get(shm_port_t *p, const shm_addr_t *a, shm_peer_t **d_p);
 int shmp_peer_lookup(shm_port_t *p, int pid, shm_addr_t *a);
 /* Claim a receive slot for us in d's segment.  d->tx_lock held. */
 int shmp_peer_claim(shm_port_t *p, shm_peer_t *d);
-/* pcori_port_ops_t.peer_gone */
-void shmp_peer_gone(pcori_port_t *bp, int pid, bool failed);
 
 /* shm_rx.c (progress: the port's progress lock held) */
 void shmp_rslot_reset(shm_port_t *p, uint32_t s);
