@@ -167,8 +167,12 @@ static void starved(int me, uint64_t timeout_ns)
 			send_u32(1, TAG_PING, ~v);
 		}
 	}
-	pid_t child = stop_agent(HOLD_TIMEOUTS * timeout_ns, NULL);
+	/*
+	 * From before the child exists: its hold starts before stop_agent
+	 * returns, so a clock read after that may see less than the hold.
+	 */
 	uint64_t t0 = th_now_ns();
+	pid_t child = stop_agent(HOLD_TIMEOUTS * timeout_ns, NULL);
 	uint32_t i = 1;
 	for (; i < ROUNDS_MAX; i++) {
 		int st, tag;
