@@ -864,13 +864,14 @@ static void print_stats(const pcori_port_t *p)
 	fprintf(stderr,
 		"pcor-stats,pid=%d,port=%s,tx=%llu,rx=%llu,acks=%llu,"
 		"retx=%llu,nacks=%llu,parked=%llu,queue_full=%llu,"
-		"dispatcher_cpu_ns=%llu\n",
+		"dispatcher_cpu_ns=%llu,spilled=%llu\n",
 		pcori_rt.pid, p->info.provider, (unsigned long long)st->tx,
 		(unsigned long long)st->rx, (unsigned long long)st->ack_tx,
 		(unsigned long long)st->retx,
 		(unsigned long long)st->nack_sent,
 		(unsigned long long)st->parked,
-		(unsigned long long)st->eagain, (unsigned long long)p->cpu_ns);
+		(unsigned long long)st->eagain, (unsigned long long)p->cpu_ns,
+		(unsigned long long)st->spilled);
 }
 
 void pcori_net_peer_gone(int pid, bool failed)

@@ -182,11 +182,14 @@ typedef enum pcori_dispatch_mode {
 	PCORI_DISPATCH_ADAPTIVE,
 } pcori_dispatch_mode_t;
 
-/* Counters of one port; read by tests and pcor_info. */
+/*
+ * Counters of one port; read by tests and pcor_info.  spilled: pcor-shm
+ * messages that found no room inline in the ring and took the cells.
+ */
 typedef struct pcori_port_stats {
 	_Atomic uint64_t rx, tx, bad_hdr, nack_sent, nack_rcvd, retx, dup,
 		eagain, rma_reads, held, fwd, fwd_drop, test_drop, parked,
-		ack_tx;
+		ack_tx, spilled;
 } pcori_port_stats_t;
 
 /* Threads that drive a port without a locked instruction (drive_slot). */

@@ -440,6 +440,12 @@ static int cells_put(shm_port_t *p, shm_peer_t *d, uint32_t kind,
 	return rc == PCOR_ERR_AGAIN ? again(p) : rc;
 }
 
+/* A message meant for the ring that the cells take instead. */
+static void spill(shm_port_t *p)
+{
+	atomic_fetch_add_explicit(&p->base.st.spilled, 1, memory_order_relaxed);
+}
+
 /* Copy one message to peer d: inline in its ring, or through cells. */
 static int shm_post(shm_port_t *p, shm_peer_t *d, const struct iovec *iov,
 		    size_t niov)
@@ -451,6 +457,7 @@ static int shm_post(shm_port_t *p, shm_peer_t *d, const struct iovec *iov,
 		int rc = ring_put(p, d, PCORI_SHM_REC_INLINE, iov, niov, len);
 		if (rc != PCOR_ERR_AGAIN || len <= p->inline_sure)
 			return rc == PCOR_ERR_AGAIN ? again(p) : rc;
+		spill(p);
 	}
 	return cells_put(p, d, PCORI_SHM_REC_CELLS, iov, niov, len, false);
 }
@@ -509,6 +516,7 @@ static int shm_inject_fast(pcori_port_t *bp, uint64_t dest, int dst_pid,
 		 * more such messages, and their record waits no longer.
 		 */
 		wait = false;
+		spill(p);
 	}
 	const struct iovec iov[3] = {
 	    {(void *)f, sizeof(pcori_shm_fast_t)},
