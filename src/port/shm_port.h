@@ -220,7 +220,10 @@ static inline bool shmp_copy_ordinary(const shm_copy_plan_t *pl)
 void shmp_copy(shm_copy_t *c, const shm_copy_plan_t *pl, uint8_t *dst,
 	       const struct iovec *iov, size_t niov, size_t len);
 
-/* shm.c */
+/* shm_cq.c: send completions, reported from progress */
+bool shmp_cq_reserve(shm_port_t *p);
+void shmp_cq_unreserve(shm_port_t *p);
+void shmp_cq_push(shm_port_t *p, pcori_ctx_t *ctx, int status);
 int shmp_cq_drain(shm_port_t *p);
 
 /* shm_peer.c: peers */
