@@ -940,5 +940,6 @@ void pcori_net_fini(void)
 	}
 	pcori_rndv_reap();
 	pcori_timers_fini();
+	pcori_ctlq_fini();
 	memset(&pcori_net, 0, sizeof(pcori_net));
 }

@@ -412,6 +412,19 @@ void pcori_rtt_sample(pcori_txstream_t *ts, uint64_t r)
 	ts->srtt_ns = (7 * ts->srtt_ns + r) / 8;
 }
 
+/*
+ * How long a stream may resend while its peer sends back no ack or nack
+ * at all, for any stream: then the data path to that peer is taken for
+ * broken, whatever the directory says (it may see the peer alive over
+ * another network).
+ */
+uint64_t pcori_stall_bound_ns(void)
+{
+	uint64_t a = (uint64_t)pcori_rt.cfg.peer_timeout_ms * 2000000u;
+	uint64_t b = (uint64_t)pcori_rt.cfg.rto_ms * 4000000u;
+	return PCORI_MAX(a, b);
+}
+
 /* Arm the retransmission timeout for the oldest unacknowledged. */
 void pcori_rto_arm(pcori_txstream_t *ts)
 {

@@ -9,11 +9,12 @@
  * Locks: ctlq.lock guards the queue and comes after every protocol lock:
  * pcori_send_ctl is called with a peer's rx_lock held.  Only the port's
  * send-side locks (leaves) are taken under it, by pcori_ctlq_run.  Calls
- * no other part of the protocol.
+ * only timers.c (the kick that wakes a sleeping sender for a queued frame);
+ * the timers read the queue's length in pcori_net, not here.
  */
 #include "proto.h"
 
-/* The inter-process state (net.h), in the part the others build on. */
+/* The inter-process state (net.h). */
 pcori_net_t pcori_net;
 
 /* Control messages that could not be posted yet wait here. */
@@ -27,8 +28,7 @@ typedef struct ctlmsg {
 
 static struct {
 	pcori_lock_t lock; /* guards list */
-	pcori_list_t list;
-	_Atomic int n;
+	pcori_list_t list; /* its length: pcori_net.nctlq */
 	_Atomic size_t bytes; /* queued, for the forwarding bound */
 } ctlq = {.lock = PCORI_LOCK_INITIALIZER, .list = {&ctlq.list, &ctlq.list}};
 
@@ -39,7 +39,7 @@ static void ctlq_push(ctlmsg_t *c)
 {
 	pcori_lock(&ctlq.lock);
 	pcori_list_push_back(&ctlq.list, &c->link);
-	atomic_fetch_add(&ctlq.n, 1);
+	atomic_fetch_add(&pcori_net.nctlq, 1);
 	atomic_fetch_add(&ctlq.bytes, c->len);
 	pcori_unlock(&ctlq.lock);
 	pcori_timers_kick();
@@ -93,7 +93,7 @@ static int ctl_post(pcori_peer_t *peer, const uint8_t *hdr, const void *body,
 /* Retry queued control messages.  Returns how many went out. */
 int pcori_ctlq_run(void)
 {
-	if (!atomic_load_explicit(&ctlq.n, memory_order_relaxed))
+	if (!atomic_load_explicit(&pcori_net.nctlq, memory_order_relaxed))
 		return 0;
 	int done = 0;
 	pcori_lock(&ctlq.lock);
@@ -123,7 +123,7 @@ int pcori_ctlq_run(void)
 			pcori_list_push_back(ctlq.list.next, &c->link);
 			break;
 		}
-		atomic_fetch_sub(&ctlq.n, 1);
+		atomic_fetch_sub(&pcori_net.nctlq, 1);
 		atomic_fetch_sub(&ctlq.bytes, len);
 		if (rc != PCOR_OK || inject)
 			free(c);
@@ -170,9 +170,27 @@ int pcori_ctrl_send(pcori_peer_t *peer, uint32_t op, const void *body,
 }
 
 /* Control frames queued (the timers' and the drain's test). */
+/*
+ * Finalize, the ports closed: what never found room is dropped, so that
+ * no frame naming a freed peer waits for the next init.
+ */
+void pcori_ctlq_fini(void)
+{
+	pcori_lock(&ctlq.lock);
+	while (!pcori_list_empty(&ctlq.list)) {
+		ctlmsg_t *c =
+		    PCORI_CONTAINER_OF(ctlq.list.next, ctlmsg_t, link);
+		pcori_list_remove(&c->link);
+		free(c);
+	}
+	atomic_store(&pcori_net.nctlq, 0);
+	atomic_store(&ctlq.bytes, 0);
+	pcori_unlock(&ctlq.lock);
+}
+
 int pcori_ctlq_len(void)
 {
-	return atomic_load(&ctlq.n);
+	return atomic_load(&pcori_net.nctlq);
 }
 
 /*

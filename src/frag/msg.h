@@ -437,6 +437,8 @@ void pcori_rndv_reap(void);
 int pcori_timers_run(void);
 /* Free the heap of send streams' timers (finalize; frag/timers.c). */
 void pcori_timers_fini(void);
+/* Drop control frames still queued (finalize; frag/ctl.c). */
+void pcori_ctlq_fini(void);
 /* Nanoseconds until timed work is due; -1 if none. */
 int64_t pcori_timers_next(void);
 /*

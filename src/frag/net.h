@@ -64,6 +64,7 @@ typedef struct pcori_net {
 	_Atomic int nwatched;     /* rendezvous watched; see pcori_rndv_t */
 	_Atomic uint64_t watch_next_ns; /* earliest watch_ns, or earlier */
 	_Atomic int nreadq;
+	_Atomic int nctlq;    /* control frames queued for room (ctl.c) */
 	_Atomic int nleaving; /* peers with leave_ns set */
 	/*
 	 * The send budget (PCOR_SEND_BYTES, frag/tx.c): bytes held for

@@ -182,7 +182,8 @@ void pcori_fast_ack(const pcori_port_t *port, pcori_peer_t *peer,
 void pcori_gap_watch(pcori_peer_t *peer, pcori_rxstream_t *rs, uint32_t want);
 /*
  * How long a path may take nothing before it is given up: a send stream
- * nothing acknowledges (retx.c), a gap on a lossless hop (ack.c).
+ * nothing acknowledges (retx.c), a gap on a lossless hop (ack.c).  In
+ * ack.c, beside the timeout it bounds.
  */
 uint64_t pcori_stall_bound_ns(void);
 bool pcori_piggyback_take(pcori_peer_t *peer, uint64_t *cookie_p);

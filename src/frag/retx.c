@@ -234,19 +234,6 @@ void pcori_acks_final_in(pcori_peer_t *peer, const uint8_t *b, size_t len)
 /* ------------------------------------------------------------ timers */
 
 /*
- * How long a stream may resend while its peer sends back no ack or nack
- * at all, for any stream: then the data path to that peer is taken for
- * broken, whatever the directory says (it may see the peer alive over
- * another network).
- */
-uint64_t pcori_stall_bound_ns(void)
-{
-	uint64_t a = (uint64_t)pcori_rt.cfg.peer_timeout_ms * 2000000u;
-	uint64_t b = (uint64_t)pcori_rt.cfg.rto_ms * 4000000u;
-	return PCORI_MAX(a, b);
-}
-
-/*
  * Whether resends are what carries ts's messages to peer.  A lossless
  * port's provider delivers or reports an error itself, and a peer that
  * reads slowly (a 2-core machine under a flood stalls a connection for
@@ -367,31 +354,6 @@ int pcori_timers_run(void)
 		pcori_unlock(&ts->lock);
 	}
 	return n;
-}
-
-int64_t pcori_timers_next(void)
-{
-	if (atomic_load(&pcori_net.nreadq) || pcori_ctlq_len())
-		return 0;
-	if (atomic_load(&pcori_net.nleaving))
-		return 10000000; /* look again in 10 ms */
-	int64_t best = INT64_MAX;
-	uint64_t now = pcori_now_ns();
-	uint64_t watch = atomic_load(&pcori_net.nwatched)
-			     ? atomic_load(&pcori_net.watch_next_ns)
-			     : 0;
-	if (watch)
-		best = watch > now ? (int64_t)(watch - now) : 0;
-	/* Lazy acks are not sent before sleeping: wake for them. */
-	if (atomic_load(&pcori_net.acks_lazy))
-		best = PCORI_MIN(best, (int64_t)PCORI_FAST_ACK_DELAY_NS);
-	/* Nor are gaps asked again: look at them as often as they could be. */
-	if (atomic_load(&pcori_net.gaps_pending))
-		best = PCORI_MIN(best, (int64_t)PCORI_REASK_NS);
-	int64_t t = pcori_timers_first_in(now);
-	if (t >= 0)
-		best = PCORI_MIN(best, t);
-	return best == INT64_MAX ? -1 : best;
 }
 
 /* ------------------------------------------------------- peer failure */

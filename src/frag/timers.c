@@ -19,6 +19,9 @@
  * The heap never grows on the way to a timer: a slot is reserved for
  * each stream when it is made, where running out of memory can still
  * be reported.
+ *
+ * Calls no other part of the protocol: when timed work is next due
+ * (pcori_timers_next) is read from pcori_net's counters and the heap.
  */
 #include "proto.h"
 
@@ -329,6 +332,32 @@ int64_t pcori_timers_first_in(uint64_t now)
 	if (f == UINT64_MAX)
 		return -1;
 	return f > now ? (int64_t)(f - now) : 0;
+}
+
+/* Timed work of every part: the streams' heap, ctl.c's queue, acks owed. */
+int64_t pcori_timers_next(void)
+{
+	if (atomic_load(&pcori_net.nreadq) || atomic_load(&pcori_net.nctlq))
+		return 0;
+	if (atomic_load(&pcori_net.nleaving))
+		return 10000000; /* look again in 10 ms */
+	int64_t best = INT64_MAX;
+	uint64_t now = pcori_now_ns();
+	uint64_t watch = atomic_load(&pcori_net.nwatched)
+			     ? atomic_load(&pcori_net.watch_next_ns)
+			     : 0;
+	if (watch)
+		best = watch > now ? (int64_t)(watch - now) : 0;
+	/* Lazy acks are not sent before sleeping: wake for them. */
+	if (atomic_load(&pcori_net.acks_lazy))
+		best = PCORI_MIN(best, (int64_t)PCORI_FAST_ACK_DELAY_NS);
+	/* Nor are gaps asked again: look at them as often as they could be. */
+	if (atomic_load(&pcori_net.gaps_pending))
+		best = PCORI_MIN(best, (int64_t)PCORI_REASK_NS);
+	int64_t t = pcori_timers_first_in(now);
+	if (t >= 0)
+		best = PCORI_MIN(best, t);
+	return best == INT64_MAX ? -1 : best;
 }
 
 uint64_t pcori_timer_taken(pcori_txstream_t *ts)
