@@ -169,7 +169,6 @@ int pcori_ctrl_send(pcori_peer_t *peer, uint32_t op, const void *body,
 	return ctl_post(peer, hb, body, len);
 }
 
-/* Control frames queued (the timers' and the drain's test). */
 /*
  * Finalize, the ports closed: what never found room is dropped, so that
  * no frame naming a freed peer waits for the next init.
@@ -188,6 +187,7 @@ void pcori_ctlq_fini(void)
 	pcori_unlock(&ctlq.lock);
 }
 
+/* Control frames queued (the ack drain's test; the timers read nctlq). */
 int pcori_ctlq_len(void)
 {
 	return atomic_load(&pcori_net.nctlq);
